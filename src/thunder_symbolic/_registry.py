@@ -1,0 +1,179 @@
+"""The patch registry: every change this package makes to thunder is a :class:`Patch` listed here.
+
+A patch names its upstream target (``"module:attribute"`` or ``"module:Class.attribute"``), what it
+changes, why, and the upstream issue or pull request it concerns. Applying a patch replaces the target
+*and every other module-level binding of the same object*: thunder modules bind names with
+``from ... import ...``, so setting the attribute on its home module alone would leave stale copies
+behind. Patches whose module is not imported yet are applied by a post-import hook when it is.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import wrapt
+
+__all__ = ["Patch", "AppliedPatch", "patch", "registered_patches", "apply_all", "revert_all", "applied_patches"]
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One change to thunder. ``make(original)`` returns the object that takes the original's place."""
+
+    target: str
+    summary: str
+    why: str
+    upstream: str
+    make: Callable[[Any], Any]
+    replaces: bool = False  # True: the original is not called any more (its docstring says why)
+
+    @property
+    def module_name(self) -> str:
+        return self.target.partition(":")[0]
+
+    @property
+    def attribute_path(self) -> list[str]:
+        return self.target.partition(":")[2].split(".")
+
+    @property
+    def defined_in(self) -> str:
+        return self.make.__module__
+
+
+@dataclass
+class AppliedPatch:
+    patch: Patch
+    owner: Any
+    attribute: str
+    original: Any
+    replacement: Any
+    holders: list[tuple[Any, str]] = field(default_factory=list)  # (module, name) bindings also replaced
+
+
+_registry: list[Patch] = []
+_applied: list[AppliedPatch] = []
+_pending: set[str] = set()  # module names whose patches wait for their import
+_hooked: set[str] = set()  # module names with a post-import hook installed
+_active = False
+
+
+def patch(target: str, *, summary: str, why: str, upstream: str = "", replaces: bool = False):
+    """Register the decorated factory ``make(original) -> replacement`` as the patch of ``target``."""
+    if target.count(":") != 1:
+        raise ValueError(f"patch target must be 'module:attribute', got {target!r}")
+
+    def register(make: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        if any(p.target == target for p in _registry):
+            raise ValueError(f"{target} is patched twice")
+        _registry.append(Patch(target, summary, why, upstream, make, replaces))
+        return make
+
+    return register
+
+
+def registered_patches() -> tuple[Patch, ...]:
+    return tuple(_registry)
+
+
+def applied_patches() -> tuple[AppliedPatch, ...]:
+    return tuple(_applied)
+
+
+def pending_modules() -> frozenset[str]:
+    return frozenset(_pending)
+
+
+def _resolve_owner(p: Patch, module: Any) -> tuple[Any, str]:
+    owner = module
+    *path, attribute = p.attribute_path
+    for name in path:
+        owner = getattr(owner, name)
+    return owner, attribute
+
+
+def _raw_attribute(owner: Any, attribute: str) -> Any:
+    # Class attributes are read from __dict__ so that staticmethod/classmethod wrappers survive a revert.
+    if isinstance(owner, type):
+        for klass in owner.__mro__:
+            if attribute in vars(klass):
+                return vars(klass)[attribute]
+    return getattr(owner, attribute)
+
+
+def _module_holders(originals: dict[int, AppliedPatch]) -> None:
+    """Find every module global that is one of ``originals`` (one pass over ``sys.modules``)."""
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for name, value in list(namespace.items()):
+            applied = originals.get(id(value))
+            if applied is not None and value is applied.original and module is not applied.owner:
+                applied.holders.append((module, name))
+
+
+def _apply_module(module_name: str) -> None:
+    module = sys.modules[module_name]
+    fresh: dict[int, AppliedPatch] = {}
+    for p in _registry:
+        if p.module_name != module_name:
+            continue
+        owner, attribute = _resolve_owner(p, module)
+        original = _raw_attribute(owner, attribute)
+        replacement = p.make(original)
+        setattr(owner, attribute, replacement)
+        applied = AppliedPatch(p, owner, attribute, original, replacement)
+        _applied.append(applied)
+        if not isinstance(owner, type):
+            fresh[id(original)] = applied
+    _module_holders(fresh)
+    for applied in fresh.values():
+        for holder, name in applied.holders:
+            setattr(holder, name, applied.replacement)
+    _pending.discard(module_name)
+
+
+def _on_import(module: Any) -> None:
+    if _active and module.__name__ in _pending:
+        _apply_module(module.__name__)
+
+
+def apply_all() -> None:
+    """Apply every registered patch; those of modules not imported yet are applied on their import."""
+    global _active
+    if _active:
+        return
+    _active = True
+    for module_name in dict.fromkeys(p.module_name for p in _registry):
+        _pending.add(module_name)
+        if module_name in sys.modules:
+            _apply_module(module_name)
+        elif module_name not in _hooked:
+            _hooked.add(module_name)
+            wrapt.register_post_import_hook(_on_import, module_name)
+
+
+def revert_all() -> None:
+    """Restore every original, holders included, in the reverse order of application."""
+    global _active
+    for applied in reversed(_applied):
+        setattr(applied.owner, applied.attribute, applied.original)
+        for holder, name in applied.holders:
+            if getattr(holder, name, None) is applied.replacement:
+                setattr(holder, name, applied.original)
+    _applied.clear()
+    _pending.clear()
+    _active = False
+
+
+def is_active() -> bool:
+    return _active
+
+
+def import_target_modules() -> None:
+    """Import every module a patch targets (the tests use it to check that no stale binding is left)."""
+    for module_name in dict.fromkeys(p.module_name for p in _registry):
+        importlib.import_module(module_name)

@@ -1,0 +1,7 @@
+"""One module per upstream file the patch set changes, named after it.
+
+Importing this package registers every patch (see :mod:`thunder_symbolic._registry`); applying them
+is :func:`thunder_symbolic.apply`'s job.
+"""
+
+from thunder_symbolic.patches import core_proxies  # noqa: F401  thunder/core/proxies.py

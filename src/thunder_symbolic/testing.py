@@ -1,0 +1,129 @@
+"""Helpers for tests that hold thunder's results to eager PyTorch's.
+
+* :func:`check_against_eager` runs a function eagerly and jitted over a sequence of argument sets,
+  asserts every output equal (tensors within dtype tolerance, numbers and bools exactly, types too)
+  and the number of compiles (``thunder.cache_misses``).
+* :func:`run_python` runs a snippet in a fresh interpreter (activation happens at start-up, so
+  activation tests need fresh processes); :func:`run_torchrun` runs one on several ranks.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["assert_same", "check_against_eager", "run_python", "run_torchrun"]
+
+SYMBOLIC = "symbolic values"
+
+
+def assert_same(actual: Any, expected: Any, *, path: str = "output", rtol: float | None = None, atol: float | None = None):
+    """Assert ``actual`` equals ``expected``: same structure, tensors close, numbers/bools/strings exact."""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(actual, torch.Tensor):
+            raise AssertionError(f"{path}: expected a tensor, got {type(actual).__name__} {actual!r}")
+        torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, msg=lambda m: f"{path}: {m}")
+    elif isinstance(expected, (tuple, list)):
+        if type(actual) is not type(expected) or len(actual) != len(expected):
+            raise AssertionError(f"{path}: expected {type(expected).__name__} of {len(expected)}, got {actual!r}")
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_same(a, e, path=f"{path}[{i}]", rtol=rtol, atol=atol)
+    elif isinstance(expected, Mapping):
+        if not isinstance(actual, Mapping) or actual.keys() != expected.keys():
+            raise AssertionError(f"{path}: expected keys {list(expected)}, got {actual!r}")
+        for k in expected:
+            assert_same(actual[k], expected[k], path=f"{path}[{k!r}]", rtol=rtol, atol=atol)
+    else:
+        # torch.Size is a tuple subclass: compare shapes as tuples of ints.
+        if type(actual) is not type(expected) or actual != expected:
+            raise AssertionError(
+                f"{path}: expected {expected!r} ({type(expected).__name__}), got {actual!r} ({type(actual).__name__})"
+            )
+
+
+def _call(fn: Callable, args: Sequence | Mapping | Any):
+    """Call ``fn`` with an argument set: a tuple of positional args, or a dict with "args"/"kwargs"."""
+    if isinstance(args, Mapping):
+        return fn(*args.get("args", ()), **args.get("kwargs", {}))
+    if not isinstance(args, tuple):
+        args = (args,)
+    return fn(*args)
+
+
+def check_against_eager(
+    fn: Callable,
+    arg_sets: Iterable,
+    *,
+    compiles: int | None = None,
+    cache: str = SYMBOLIC,
+    rtol: float | None = None,
+    atol: float | None = None,
+    **jit_kwargs,
+):
+    """Run ``fn`` eagerly and under ``thunder.jit(fn, cache=cache)`` for each argument set and compare.
+
+    Each argument set is deep-copied for each run, so in-place functions see fresh inputs. When
+    ``compiles`` is given, ``thunder.cache_misses`` must equal it at the end. Returns the jitted function.
+    """
+    import thunder
+
+    jfn = thunder.jit(fn, cache=cache, **jit_kwargs)
+    for i, args in enumerate(arg_sets):
+        expected = _call(fn, copy.deepcopy(args))
+        actual = _call(jfn, copy.deepcopy(args))
+        assert_same(actual, expected, path=f"call {i} output", rtol=rtol, atol=atol)
+    if compiles is not None:
+        misses = thunder.cache_misses(jfn)
+        if misses != compiles:
+            raise AssertionError(f"expected {compiles} compile(s), got {misses} (cache hits: {thunder.cache_hits(jfn)})")
+    return jfn
+
+
+def _python_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    full = dict(os.environ)
+    full.pop("PYTHONPATH", None)  # the child sees the installed environment, as a user would
+    full.update(env or {})
+    return full
+
+
+def run_python(code: str, *, env: Mapping[str, str] | None = None, timeout: float = 300, cwd: str | None = None):
+    """Run ``code`` in a fresh interpreter of this environment; returns the CompletedProcess (never raises on exit status)."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_python_env(env),
+        cwd=cwd,
+    )
+
+
+def run_torchrun(
+    code: str, *, nproc: int = 2, env: Mapping[str, str] | None = None, timeout: float = 300, cwd: str | None = None
+):
+    """Run ``code`` under ``torchrun --nproc-per-node nproc`` (CPU, gloo); returns the CompletedProcess.
+
+    The timeout kills the whole launch, so a hanging rank cannot hang the test run.
+    """
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:
+        script.write(textwrap.dedent(code))
+    try:
+        env = {"OMP_NUM_THREADS": "1", **(env or {})}
+        return subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc), script.name],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=_python_env(env),
+            cwd=cwd,
+        )
+    finally:
+        os.unlink(script.name)

@@ -1,0 +1,138 @@
+"""Installation and activation: a plain ``import thunder`` runs patched, in any process, with an opt-out."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import thunder
+
+import thunder_symbolic
+from thunder_symbolic import _registry
+from thunder_symbolic._compat import SUPPORTED_RANGE
+from thunder_symbolic.testing import run_python, run_torchrun
+
+REPO = Path(__file__).resolve().parents[2]
+
+# nn.Linear under symbolic values: fails on upstream 0.2.6 (parameters get symbolic shapes), works patched.
+LINEAR_UNDER_SYMBOLIC_VALUES = """
+import sys, torch, thunder
+m = torch.nn.Linear(8, 4)
+jm = thunder.jit(m, cache="symbolic values")
+try:
+    for b in (3, 5):
+        x = torch.randn(b, 8)
+        torch.testing.assert_close(jm(x), m(x))
+    outcome = "works"
+except Exception as e:
+    outcome = "fails: " + type(e).__name__
+print("patched" if "thunder_symbolic" in sys.modules and sys.modules["thunder_symbolic"].is_active() else "unpatched", outcome)
+"""
+
+
+def test_plain_import_thunder_applies_the_patch_set():
+    result = run_python(LINEAR_UNDER_SYMBOLIC_VALUES)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[-2] == "patched works"
+
+
+def test_opt_out_leaves_thunder_as_upstream():
+    result = run_python(LINEAR_UNDER_SYMBOLIC_VALUES, env={"THUNDER_SYMBOLIC": "0"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[-2] == "unpatched fails: NotImplementedError"
+
+
+def test_both_torchrun_ranks_run_patched():
+    code = """
+    import os, thunder, thunder_symbolic
+    print(f"rank {os.environ['RANK']} active={thunder_symbolic.is_active()}")
+    """
+    result = run_torchrun(code, nproc=2, timeout=240)
+    assert result.returncode == 0, result.stderr
+    assert sorted(line for line in result.stdout.splitlines() if line.startswith("rank")) == [
+        "rank 0 active=True",
+        "rank 1 active=True",
+    ]
+
+
+def test_apply_twice_is_a_no_op_and_revert_restores_upstream():
+    from thunder.core import proxies
+
+    patched = proxies.tensorproxy
+    assert thunder_symbolic.apply() is True
+    assert proxies.tensorproxy is patched
+    originals = {a.patch.target: a.original for a in _registry.applied_patches()}
+    try:
+        thunder_symbolic.revert()
+        assert not thunder_symbolic.is_active()
+        assert proxies.tensorproxy is originals["thunder.core.proxies:tensorproxy"]
+        assert "off" in thunder_symbolic.status().activation
+    finally:
+        thunder_symbolic.apply()
+    assert proxies.tensorproxy is not originals["thunder.core.proxies:tensorproxy"]
+
+
+def test_no_module_keeps_a_replaced_original():
+    _registry.import_target_modules()
+    originals = {id(a.original): a.patch.target for a in _registry.applied_patches() if not isinstance(a.owner, type)}
+    stale = [
+        f"{module.__name__}.{name} is the original of {originals[id(value)]}"
+        for module in list(sys.modules.values())
+        for name, value in list(getattr(module, "__dict__", {}).items())
+        if id(value) in originals
+    ]
+    assert originals and not stale
+
+
+def test_every_patch_is_applied_and_listed():
+    _registry.import_target_modules()
+    report = thunder_symbolic.status()
+    assert report.active and report.activation == "on"
+    assert {p.target for p in report.patches} == {p.target for p in _registry.registered_patches()}
+    assert all(p.state == "applied" for p in report.patches)
+    assert all(p.summary and p.why for p in report.patches)
+
+
+def test_module_entry_point_prints_versions_and_patches():
+    result = run_python("import runpy; runpy.run_module('thunder_symbolic', run_name='__main__')")
+    assert result.returncode == 0, result.stderr
+    assert f"lightning-thunder {thunder.__version__}" in result.stdout
+    assert "activation: on" in result.stdout
+    for p in _registry.registered_patches():
+        assert p.target in result.stdout
+
+
+def test_unsupported_thunder_version_is_refused_with_a_clear_message():
+    code = """
+    import warnings, thunder
+    thunder.__version__ = "0.2.7"
+    import thunder_symbolic
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        applied = thunder_symbolic.apply()
+    print(applied, thunder_symbolic.is_active())
+    print(caught[-1].message)
+    print(thunder_symbolic.status().activation)
+    """
+    result = run_python(code, env={"THUNDER_SYMBOLIC": "0"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "False False"
+    assert "lightning-thunder 0.2.7" in lines[1] and SUPPORTED_RANGE in lines[1]
+    assert lines[2].startswith("refused:")
+
+
+@pytest.mark.parametrize("torch_version", ["2.13.0", "2.8.0"])
+def test_unsupported_torch_version_is_named(torch_version):
+    from thunder_symbolic._compat import unsupported_reason
+
+    message = unsupported_reason("0.2.6", torch_version)
+    assert f"torch {torch_version}" in message and SUPPORTED_RANGE in message
+    assert unsupported_reason("0.2.6", "2.9.1+cu128") is None
+
+
+def test_installed_thunder_is_imported_from_the_repository_root():
+    assert not (REPO / "thunder" / "__init__.py").exists()
+    assert Path(thunder.__file__).resolve().parent != REPO / "thunder"
+    result = run_python("import thunder; print(thunder.__file__)", cwd=str(REPO))
+    assert result.returncode == 0, result.stderr
+    assert "site-packages" in result.stdout and str(REPO / "thunder" / "__init__") not in result.stdout
