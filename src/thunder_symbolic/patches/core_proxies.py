@@ -7,9 +7,12 @@ import contextlib
 import torch
 from thunder.core import compile_data
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
-from thunder.core.proxies import Proxy
+from thunder.core.proxies import NumberProxy, Proxy
 
 from thunder_symbolic._registry import patch
+from thunder_symbolic.patches.core_jit_ext import opaque
+from thunder_symbolic.guards import expressions
+from thunder_symbolic.guards import recorder as guard_recorder
 
 
 @contextlib.contextmanager
@@ -56,6 +59,100 @@ def _tensorproxy(original):
             p = original(t, name=name, history=ProvenanceRecord(PseudoInst.OPAQUE, inputs=[]))
             _forget_provenance(p)
             return p
-        return original(t, name=name, history=history)
+        p = original(t, name=name, history=history)
+        recorder = guard_recorder.current()
+        if recorder is not None:
+            recorder.add_tensor_input(p)
+        return p
 
     return tensorproxy
+
+
+# --- Number proxies: record the guards their concrete values imply (see thunder_symbolic.guards) ---
+
+_WHY_OBSERVE = (
+    "0.2.6 hands the traced value of a symbolic number to Python (branches, range(), int(), float(), "
+    "builtins such as min) without recording anything, so the cached program was reused for inputs on "
+    "which Python would have decided differently: silently wrong results."
+)
+
+
+def _observe_truth(original):
+    @opaque
+    def __bool__(self):
+        truth = original(self)
+        recorder = guard_recorder.current()
+        if recorder is not None:
+            recorder.observe_truth(self, truth)
+        return truth
+
+    return __bool__
+
+
+def _observe_value(original):
+    @opaque
+    def convert(self):
+        value = original(self)
+        recorder = guard_recorder.current()
+        if recorder is not None:
+            recorder.observe_value(self, value)
+        return value
+
+    convert.__name__ = original.__name__
+    return convert
+
+
+for _target, _what in (
+    ("NumberProxy.__bool__", "records a predicate guard for the truth value it returns"),
+    ("NumberProxy.__int__", "records a guard pinning the value int() returns"),
+    ("NumberProxy.__float__", "records a guard pinning the value float() returns"),
+    ("NumberProxy.__complex__", "records a guard pinning the value complex() returns"),
+    ("NumberProxy.__hash__", "records a guard pinning the value that is hashed (dict keys, sets)"),
+    ("IntegerProxy.__index__", "records a guard pinning the value used as an index (range, slicing, len)"),
+):
+    patch(
+        f"thunder.core.proxies:{_target}",
+        summary=f"{_target} {_what}",
+        why=_WHY_OBSERVE,
+        upstream="Lightning-AI/lightning-thunder#463",
+    )(_observe_truth if _target.endswith("__bool__") else _observe_value)
+
+
+def _derive(original):
+    @opaque
+    def helper(*operands_and_op):
+        # (a, b, name, fn[, type_promotion_kind]) or (a, name, fn[, type_promotion_kind])
+        result = original(*operands_and_op)
+        recorder = guard_recorder.current()
+        if recorder is not None:
+            arity = 2 if original.__name__ == "_elementwise_binary_helper" else 1
+            operands, fn = operands_and_op[:arity], operands_and_op[arity + 1]
+            if any(expressions.is_symbolic(o) for o in operands):
+                expr = expressions.apply(fn, operands)
+                if isinstance(result, NumberProxy):
+                    if expr is not None:
+                        expressions.attach(result, expr)
+                elif isinstance(result, (bool, int, float, complex)):
+                    # Computed in Python outside a language context: the value escapes the trace here.
+                    recorder.observe_value(_Transient(expr), result)
+        return result
+
+    return staticmethod(helper)
+
+
+class _Transient:
+    """Stands for a number that exists only as an expression (no proxy was created for it)."""
+
+    def __init__(self, expr):
+        if expr is not None:
+            expressions.attach(self, expr)
+        self.name = "a Python number"
+
+
+for _helper in ("_elementwise_binary_helper", "_elementwise_unary_helper"):
+    patch(
+        f"thunder.core.proxies:NumberProxy.{_helper}",
+        summary="attaches to each number it computes the expression of that number over the trace's inputs",
+        why="Guards must be re-evaluated in the prologue from the inputs; the expression says how.",
+        upstream="Lightning-AI/lightning-thunder#463",
+    )(lambda original: _derive(original.__func__))

@@ -1,0 +1,60 @@
+"""The prologue's guard check: one operator that re-evaluates every recorded guard on each call.
+
+The guards of a trace are compiled into one small Python function (``if not (x.shape[0] > 8): fail``),
+so each guard costs one comparison per call. The operator's arguments carry the guards' source text,
+which makes the prologue trace show exactly what is checked::
+
+    check_symbolic_guards(('x', 'n'), (('(x.shape[0] > 8)', 'f.py:3 in f'), ...), x, n)
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+from thunder.core.prims import OpTags
+from thunder.executors.pythonex import ex as pythonex
+
+__all__ = ["GuardFailed", "check_symbolic_guards"]
+
+
+class GuardFailed(RuntimeError):
+    """A prologue guard does not hold for the new inputs: the cached program cannot be reused."""
+
+    def __init__(self, condition: str, where: str):
+        super().__init__(f"guard {condition} failed (recorded at {where})")
+        self.condition = condition
+        self.where = where
+
+
+@functools.cache
+def compile_guards(names: tuple[str, ...], guards: tuple[tuple[str, str], ...]):
+    """A function of the named inputs that raises :class:`GuardFailed` for the first guard that fails."""
+
+    def fail(index: int):
+        raise GuardFailed(*guards[index])
+
+    lines = [f"def check_guards({', '.join(names)}):"]
+    for index, (condition, _) in enumerate(guards):
+        lines.append(f"    if not {condition}:\n        fail({index})")
+    lines.append("    return None")
+    namespace: dict[str, Any] = {"math": math, "fail": fail}
+    exec(compile("\n".join(lines), "<thunder_symbolic guards>", "exec"), namespace)
+    return namespace["check_guards"]
+
+
+def _meta(names, guards, *inputs) -> None:
+    if len(names) != len(inputs):
+        raise ValueError(f"check_symbolic_guards: {len(names)} names for {len(inputs)} inputs")
+    compile_guards(names, guards)  # a malformed guard fails while tracing, not at the first call
+
+
+def _impl(names, guards, *inputs) -> None:
+    compile_guards(names, guards)(*inputs)
+
+
+check_symbolic_guards = pythonex.register_operator(
+    "check_symbolic_guards", meta=_meta, fn=_impl, tags=(OpTags.DONT_DCE,)
+)
+pythonex.register_implementation(check_symbolic_guards, check_symbolic_guards, checker=lambda *args: True)

@@ -1,0 +1,180 @@
+"""Recording guards while thunder traces a function under symbolic values.
+
+Whenever the value of a symbolic number leaves the trace and becomes a Python value — a branch on
+``x.shape[0] > 8``, ``range(n)``, ``float(x.shape[-1])``, a meta function's ``if dim == 1`` — the
+recorder keeps a guard: the number's expression over the inputs and what was observed. Truth-value
+observations become predicate guards (``x.shape[0] > 8``), so every input on the same side of the
+predicate reuses the program; conversions to a Python number pin the exact value.
+
+A guard that cannot be expressed over the inputs (a number whose derivation is unknown) makes the
+recorder pin every input dim and number instead: recompiling is always preferred to a wrong reuse.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+import os
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+from thunder_symbolic.guards.expressions import COMPARISONS, Apply, Const, Expr, InputDim, NumberInput, attach, expr_of
+
+_current: contextvars.ContextVar[GuardRecorder | None] = contextvars.ContextVar("thunder_symbolic_guards", default=None)
+
+_THUNDER_DIR = os.path.dirname(os.path.dirname(__import__("thunder").__file__))
+_INTERNAL = (os.path.join(_THUNDER_DIR, "thunder") + os.sep, os.path.join(_THUNDER_DIR, "torch") + os.sep)
+
+
+@dataclass(frozen=True)
+class Guard:
+    condition: Expr  # a bool-valued expression that must hold for the trace to be reused
+    where: str  # the source line whose observation created it
+
+
+@dataclass
+class GuardRecorder:
+    number_inputs: list[Any] = field(default_factory=list)
+    tensor_inputs: list[Any] = field(default_factory=list)
+    guards: dict[str, Guard] = field(default_factory=dict)  # by rendered condition, to drop duplicates
+    unexpressible: list[str] = field(default_factory=list)  # why every input must be pinned instead
+
+    # Inputs ---------------------------------------------------------------------------------------
+
+    def add_tensor_input(self, tensor: Any) -> None:
+        self.tensor_inputs.append(tensor)
+        for index, dim in enumerate(tensor._shape):
+            if not isinstance(dim, int):
+                attach(dim, InputDim(tensor, index))
+
+    def add_number_input(self, number: Any) -> None:
+        self.number_inputs.append(number)
+        attach(number, NumberInput(number))
+
+    # Observations ---------------------------------------------------------------------------------
+
+    def observe_truth(self, number: Any, truth: bool) -> None:
+        expr = expr_of(number)
+        if expr is None:
+            return self._unexpressible(number, f"its truth value ({truth})")
+        is_comparison = isinstance(expr, Apply) and expr.template in _COMPARISON_TEMPLATES
+        if truth:
+            condition = expr if is_comparison else Apply("bool({})", (expr,))
+        else:
+            condition = Apply("(not {})", (expr,))
+        self._add(condition, number)
+
+    def observe_value(self, number: Any, value: Any) -> None:
+        expr = expr_of(number)
+        if expr is None:
+            return self._unexpressible(number, f"its value ({value!r})")
+        if isinstance(value, float) and math.isnan(value):
+            condition = Apply("math.isnan({})", (expr,))
+        else:
+            condition = Apply("({} == {})", (expr, Const(value)))
+        self._add(condition, number)
+
+    def _add(self, condition: Expr, number: Any) -> None:
+        source = condition.render(_trace_name)
+        if source in self.guards or _is_tautology(condition, source):
+            return
+        try:
+            holds = eval(source, {"math": math}, _current_values(condition))
+        except Exception:  # noqa: BLE001  (any failure means the expression does not model the trace)
+            holds = False
+        if holds is not True:
+            return self._unexpressible(number, f"the guard {source} does not reproduce the traced value")
+        self.guards[source] = Guard(condition, source_location())
+
+    def _unexpressible(self, number: Any, what: str) -> None:
+        self.unexpressible.append(f"{what} of {getattr(number, 'name', number)} at {source_location()}")
+
+    # Result ---------------------------------------------------------------------------------------
+
+    def conditions(self) -> list[Guard]:
+        """Every guard the prologue must check: number-input types, then the recorded guards or pins."""
+        out = [Guard(Apply(f"(type({{}}) is {type(n.value).__name__})", (NumberInput(n),)), "number input") for n in self.number_inputs]
+        if self.unexpressible:
+            where = f"pinned: cannot express {self.unexpressible[0]}"
+            for t in self.tensor_inputs:
+                for index, dim in enumerate(t._shape):
+                    if not isinstance(dim, int):
+                        out.append(Guard(Apply("({} == {})", (InputDim(t, index), Const(dim.value))), where))
+            for n in self.number_inputs:
+                out.append(Guard(Apply("({} == {})", (NumberInput(n), Const(n.value))), where))
+        out.extend(self.guards.values())
+        return out
+
+
+_COMPARISON_TEMPLATES = frozenset(f"({{}} {op} {{}})" for op in ("==", "!=", "<", "<=", ">", ">="))
+assert len(_COMPARISON_TEMPLATES) == len(COMPARISONS)
+
+
+def _is_tautology(condition: Expr, source: str) -> bool:
+    """``a == a``, ``a <= a`` and ``a >= a`` (broadcasting checks compare a dim with itself)."""
+    if not (isinstance(condition, Apply) and condition.template in ("({} == {})", "({} <= {})", "({} >= {})")):
+        return False
+    left, right = (operand.render(_trace_name) for operand in condition.operands)
+    return left == right
+
+
+def _trace_name(proxy: Any) -> str:
+    return proxy.name
+
+
+def _current_values(expr: Expr) -> dict[str, Any]:
+    """The values the trace saw for the leaves of ``expr``, by proxy name (for self-checking a guard)."""
+    env = {}
+    for leaf in expr.leaves():
+        if hasattr(leaf, "_shape"):
+            env[leaf.name] = types.SimpleNamespace(shape=tuple(getattr(d, "value", d) for d in leaf._shape))
+        else:
+            env[leaf.name] = leaf.value
+    return env
+
+
+def source_location() -> str:
+    """``file:line in function`` of the innermost user frame the interpreter is running."""
+    from thunder.core.interpreter import get_interpreterruntimectx
+
+    try:
+        frames = get_interpreterruntimectx().frame_stack
+    except LookupError:
+        return "<unknown>"
+    chosen = None
+    for frame in reversed(frames):
+        chosen = chosen or frame
+        if not frame.code.co_filename.startswith(_INTERNAL):
+            chosen = frame
+            break
+    if chosen is None:
+        return "<unknown>"
+    line = chosen.positions.lineno if chosen.positions else chosen.code.co_firstlineno
+    return f"{os.path.basename(chosen.code.co_filename)}:{line} in {chosen.qualname}"
+
+
+def current() -> GuardRecorder | None:
+    return _current.get()
+
+
+@contextlib.contextmanager
+def recording():
+    """Record guards for the trace being built (nesting restarts recording for the inner trace)."""
+    recorder = GuardRecorder()
+    token = _current.set(recorder)
+    try:
+        yield recorder
+    finally:
+        _current.reset(token)
+
+
+@contextlib.contextmanager
+def paused():
+    """Stop recording: what runs now (building the prologue) observes nothing of the user's program."""
+    token = _current.set(None)
+    try:
+        yield
+    finally:
+        _current.reset(token)

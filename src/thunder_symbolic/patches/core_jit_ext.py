@@ -1,0 +1,133 @@
+"""Patches of ``thunder/core/jit_ext.py``: record guards while tracing and put them in the prologue."""
+
+from __future__ import annotations
+
+from thunder.core import compile_data
+from thunder.core.interpreter import interpreter_needs_wrap
+from thunder.core.proxies import NumberProxy, StringProxy, variableify
+
+from thunder_symbolic._registry import patch
+from thunder_symbolic.guards import expressions
+from thunder_symbolic.guards import recorder as guard_recorder
+from thunder_symbolic.guards.prologue import check_symbolic_guards
+
+UPSTREAM = "Lightning-AI/lightning-thunder#463"
+_OPAQUE = "_thunder_symbolic_opaque"
+
+
+def opaque(fn):
+    """Mark ``fn`` to be called natively, not interpreted, when traced code calls it.
+
+    The functions that record guards must see the real proxies and must not themselves be traced.
+    """
+    setattr(fn, _OPAQUE, True)
+    return fn
+
+
+class _LookasideMap(dict):
+    """thunder's general-jit lookaside table, extended by the functions marked :func:`opaque`."""
+
+    def get(self, fn, default=None):
+        found = dict.get(self, fn, None)
+        if found is None and getattr(fn, _OPAQUE, False):
+            return interpreter_needs_wrap(fn)
+        return default if found is None else found
+
+
+@patch(
+    "thunder.core.jit_ext:_general_jit_lookaside_map",
+    summary="calls the patch set's guard-recording functions natively instead of interpreting them",
+    why="They run inside NumberProxy methods that traced code reaches; interpreting them would trace them.",
+    upstream=UPSTREAM,
+)
+def _lookaside_map(original):
+    return _LookasideMap(original)
+
+
+@patch(
+    "thunder.core.jit_ext:thunder_general_jit",
+    summary="traces under a guard recorder when the cache option is symbolic values",
+    why="The recorder collects what the trace observed of symbolic numbers, to be re-checked by the prologue.",
+    upstream=UPSTREAM,
+)
+def _thunder_general_jit(original):
+    def thunder_general_jit(fn, args, kwargs, /, **options):
+        if not compile_data.using_symbolic_values():
+            return original(fn, args, kwargs, **options)
+        with guard_recorder.recording():
+            return original(fn, args, kwargs, **options)
+
+    return thunder_general_jit
+
+
+@patch(
+    "thunder.core.jit_ext:JitCtx.proxify",
+    summary="registers number inputs as guard leaves; pins str inputs by value under symbolic values",
+    why=(
+        "0.2.6 registers number and str inputs under symbolic values without any check, so a float "
+        "reused an int trace and a different str reused a trace branching on the old one."
+    ),
+    upstream=f"{UPSTREAM}, #2779, #2795",
+)
+def _proxify(original):
+    def proxify(self, value):
+        p = original(self, value)
+        recorder = guard_recorder.current()
+        if recorder is None or expressions.is_symbolic(p) or getattr(p, "history", None) is None:
+            return p
+        if isinstance(p, NumberProxy):
+            recorder.add_number_input(p)
+        elif isinstance(p, StringProxy):
+            from thunder import clang
+
+            self.add_constraint((clang.check_string_value, p, value.value))
+        return p
+
+    return proxify
+
+
+@patch(
+    "thunder.core.jit_ext:propagate_constraints",
+    summary="under symbolic values, turns the recorded guards into one prologue check instead of value pins",
+    why=(
+        "0.2.6 pins the exact value of int inputs that reach a branch (one compile per value) and "
+        "cannot reach tensor dims at all (its walk stops at prims.shape), so size branches went unguarded."
+    ),
+    upstream=UPSTREAM,
+    replaces=True,
+)
+def _propagate_constraints(original):
+    def propagate_constraints(ctx, inputs, intermediates, computation_trace):
+        """Replaces ``jit_ext.propagate_constraints`` under symbolic values (the original runs otherwise).
+
+        Wrapping cannot work: the original turns every branch into exact-value pins of number inputs,
+        which is what must not happen for predicate guards.
+        """
+        recorder = guard_recorder.current()
+        if recorder is None:
+            return original(ctx, inputs, intermediates, computation_trace)
+        guards = recorder.conditions()
+        if not guards:
+            return None
+        params = list({id(leaf): leaf for g in guards for leaf in g.condition.leaves()}.values())
+        final = {id(p): ctx._proxy_swapmap.get(variableify(p), p).name for p in params}
+        names = tuple(final[id(p)] for p in params)
+        rendered = tuple((g.condition.render(lambda p: final[id(p)]), g.where) for g in guards)
+        ctx.add_constraint((check_symbolic_guards, names, rendered, *params))
+        return None
+
+    return propagate_constraints
+
+
+@patch(
+    "thunder.core.jit_ext:unpack_inputs",
+    summary="builds the prologue with guard recording paused",
+    why="Building the prologue touches the input proxies; that is not an observation of the user's program.",
+    upstream=UPSTREAM,
+)
+def _unpack_inputs(original):
+    def unpack_inputs(*args, **kwargs):
+        with guard_recorder.paused():
+            return original(*args, **kwargs)
+
+    return unpack_inputs
