@@ -80,7 +80,7 @@ def _proxify(original):
         elif isinstance(p, StringProxy):
             from thunder import clang
 
-            self.add_constraint((clang.check_string_value, p, value.value))
+            self.add_constraint((clang.check_string_value, p, p.value))
         return p
 
     return proxify

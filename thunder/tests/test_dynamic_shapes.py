@@ -1,0 +1,200 @@
+"""Symbolic values held to eager PyTorch: outputs equal at every call, and exactly the expected compiles.
+
+Each sequence crosses every branch both ways; the compile count is one per distinct control-flow path,
+never one per distinct value where a predicate guard suffices.
+"""
+
+import math
+
+import pytest
+import thunder
+import torch
+
+from thunder_symbolic.testing import check_against_eager
+
+
+def rows(*sizes, cols=3):
+    return [(torch.randn(n, cols),) for n in sizes]
+
+
+# --- Predicate guards on tensor sizes ---------------------------------------------------------------
+
+
+def test_size_branch_is_guarded_by_the_predicate():
+    def f(x):
+        if x.shape[0] > 8:
+            return x * 2
+        return x - 1
+
+    # 4, 5 -> "<= 8"; 10, 12 -> "> 8"; back and forth: two programs, never a wrong one.
+    jf = check_against_eager(f, rows(4, 10, 5, 12, 3, 9), compiles=2)
+    prologue = str(thunder.last_prologue_traces(jf)[-1])
+    assert "x.shape[0] > 8" in prologue
+
+
+def test_equality_between_sizes_of_two_inputs():
+    def f(x, y):
+        if x.shape[0] == y.shape[0]:
+            return x + y
+        return x.sum(0) + y.sum(0)
+
+    args = [(torch.randn(n, 3), torch.randn(m, 3)) for n, m in ((3, 3), (4, 5), (6, 6), (2, 7), (5, 5))]
+    check_against_eager(f, args, compiles=2)
+
+
+def test_chained_comparison():
+    def f(x):
+        if 2 < x.shape[0] <= 6:
+            return x * 3
+        return x
+
+    check_against_eager(f, rows(4, 8, 5, 2, 3, 9), compiles=3)
+
+
+def test_numel_and_inequality():
+    def f(x):
+        if x.numel() > 100:
+            return x.mean()
+        return x.sum()
+
+    check_against_eager(f, rows(10, 40, 20, 50, cols=4), compiles=2)
+
+
+def test_modulo_predicate():
+    def f(x):
+        if x.shape[0] % 2 == 0:
+            return x[::2] * 1
+        return x + 1
+
+    check_against_eager(f, rows(4, 5, 6, 7, 8, 9), compiles=2)
+
+
+def test_ndim_after_size_dependent_squeeze():
+    def f(x):
+        y = x.squeeze(0)
+        return y.ndim, y * 2
+
+    check_against_eager(f, rows(1, 3, 1, 4), compiles=2)
+
+
+# --- Int, bool, str and float arguments --------------------------------------------------------------
+
+
+def test_int_argument_branch_is_a_predicate_not_a_pin():
+    def f(x, n):
+        if n > 5:
+            return x * n
+        return x - n
+
+    x = torch.randn(3)
+    check_against_eager(f, [(x, 7), (x, 9), (x, 1), (x, 3), (x, 11), (x, 0)], compiles=2)
+
+
+def test_truthiness_of_an_int_argument():
+    def f(x, n):
+        if n:
+            return x * n
+        return x
+
+    x = torch.randn(3)
+    check_against_eager(f, [(x, 2), (x, 0), (x, 5), (x, 0)], compiles=2)
+
+
+def test_number_argument_is_guarded_by_type():
+    def f(a, b):
+        return torch.full((2,), a) * b, a * b
+
+    check_against_eager(f, [(7, 2), (7.5, 2.0), (9, 4), (1.5, 0.5)], compiles=2)
+
+
+def test_bool_argument_branch():
+    def f(x, flag):
+        if flag:
+            return x + 1
+        return x - 1
+
+    x = torch.randn(3)
+    check_against_eager(f, [(x, True), (x, False), (x, True)], compiles=2)
+
+
+def test_str_argument_branch():
+    def f(x, mode):
+        if mode == "add":
+            return x + 1
+        return x * 2
+
+    x = torch.randn(3)
+    check_against_eager(f, [(x, "add"), (x, "mul"), (x, "add")], compiles=2)
+
+
+# --- Values that become Python constants are pinned --------------------------------------------------
+
+
+def test_loop_over_a_size_is_unrolled_and_pinned():
+    def f(x):
+        acc = x[0]
+        for i in range(1, x.shape[0]):
+            acc = acc + x[i]
+        return acc
+
+    check_against_eager(f, rows(2, 4, 2, 3), compiles=3)
+
+
+def test_float_of_a_size_is_pinned():
+    def f(x):
+        return x * float(x.shape[0])
+
+    check_against_eager(f, rows(2, 5, 2), compiles=2)
+
+
+def test_math_sqrt_of_a_size_is_pinned():
+    def f(x):
+        return x / math.sqrt(x.shape[-1])
+
+    check_against_eager(f, [(torch.randn(2, n),) for n in (4, 9, 4)], compiles=2)
+
+
+def test_int_argument_used_as_range_is_pinned():
+    def f(x, n):
+        for _ in range(n):
+            x = x * 2
+        return x
+
+    x = torch.randn(3)
+    check_against_eager(f, [(x, 1), (x, 3), (x, 1)], compiles=2)
+
+
+# --- Builtin min and max ---------------------------------------------------------------------------
+
+
+def test_builtin_min_of_size_and_constant():
+    def f(x):
+        return x[: min(x.shape[0], 5)] * 1
+
+    check_against_eager(f, rows(3, 8, 4, 10), compiles=2)
+
+
+def test_builtin_min_of_size_and_int():
+    def f(x, n):
+        return x[: min(x.shape[0], n)] * 1
+
+    args = [(torch.randn(m, 2), n) for m, n in ((6, 5), (3, 5), (8, 2), (4, 7))]
+    check_against_eager(f, args, compiles=2)
+
+
+def test_builtin_max_of_sizes():
+    def f(x):
+        return x[max(x.shape[0] - 5, 0) :] * 1
+
+    check_against_eager(f, rows(3, 8, 4, 10), compiles=2)
+
+
+# --- Shape-polymorphic programs stay one compile ---------------------------------------------------
+
+
+@pytest.mark.parametrize("sizes", [(4, 5, 7, 9, 13)])
+def test_shape_polymorphic_program_compiles_once(sizes):
+    def f(x, n):
+        return (x[:n] * x.shape[0]).sum(0) + n
+
+    check_against_eager(f, [(torch.randn(m, 3), m // 2) for m in sizes], compiles=1)
