@@ -13,8 +13,19 @@ import warnings
 from thunder_symbolic import _registry
 from thunder_symbolic._compat import SUPPORTED_RANGE, unsupported_reason
 from thunder_symbolic._status import Status, status
+from thunder_symbolic.diagnostics import Miss, recompile_reasons
 
-__all__ = ["apply", "revert", "is_active", "status", "Status", "SUPPORTED_RANGE", "ThunderSymbolicWarning"]
+__all__ = [
+    "apply",
+    "revert",
+    "is_active",
+    "status",
+    "recompile_reasons",
+    "Miss",
+    "Status",
+    "SUPPORTED_RANGE",
+    "ThunderSymbolicWarning",
+]
 __version__ = "0.1.0"
 
 

@@ -198,3 +198,12 @@ def test_shape_polymorphic_program_compiles_once(sizes):
         return (x[:n] * x.shape[0]).sum(0) + n
 
     check_against_eager(f, [(torch.randn(m, 3), m // 2) for m in sizes], compiles=1)
+
+
+# --- Modules ---------------------------------------------------------------------------------------
+
+
+def test_linear_module_keeps_static_parameter_shapes():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    jm = check_against_eager(model, rows(3, 5, 7, 2, cols=8), compiles=1)
+    assert thunder.cache_hits(jm) == 3
