@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from typing import Any
 
 from thunder.core.prims import OpTags
@@ -36,7 +37,14 @@ def compile_guards(names: tuple[str, ...], guards: tuple[tuple[str, str], ...]):
         raise GuardFailed(*guards[index])
 
     lines = [f"def check_guards({', '.join(names)}):"]
-    for index, (condition, _) in enumerate(guards):
+    conditions = [condition for condition, _ in guards]
+    for position, name in enumerate(names):
+        # Read each tensor's shape once (every `.shape` access builds a new torch.Size).
+        pattern = re.compile(rf"\b{re.escape(name)}\.shape\b")
+        if any(pattern.search(c) for c in conditions):
+            lines.append(f"    _shape{position} = {name}.shape")
+            conditions = [pattern.sub(f"_shape{position}", c) for c in conditions]
+    for index, condition in enumerate(conditions):
         lines.append(f"    if not {condition}:\n        fail({index})")
     lines.append("    return None")
     namespace: dict[str, Any] = {"math": math, "fail": fail}
@@ -50,8 +58,16 @@ def _meta(names, guards, *inputs) -> None:
     compile_guards(names, guards)  # a malformed guard fails while tracing, not at the first call
 
 
+# The prologue passes the same ``guards`` tuple object (a constant of its code) on every call: looking
+# it up by identity avoids hashing every guard's text per call. The entry keeps the tuple alive.
+_by_identity: dict[int, tuple[tuple, Any]] = {}
+
+
 def _impl(names, guards, *inputs) -> None:
-    compile_guards(names, guards)(*inputs)
+    found = _by_identity.get(id(guards))
+    if found is None or found[0] is not guards:
+        found = _by_identity[id(guards)] = (guards, compile_guards(names, guards))
+    found[1](*inputs)
 
 
 check_symbolic_guards = pythonex.register_operator(

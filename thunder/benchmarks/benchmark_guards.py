@@ -1,0 +1,88 @@
+"""Per-call cost of prologue guards under ``cache="symbolic values"``.
+
+Jits a function with N size branches (N guards in its prologue) and times steady-state calls that hit
+the cache, for several N, so the added cost per guard can be read off. With ``--compare-upstream`` it
+also times the same calls with the patch set reverted (upstream 0.2.6, which records no guard at all).
+
+    python thunder/benchmarks/benchmark_guards.py [--guards 0 1 8 32] [--calls 2000] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+import warnings
+
+import thunder
+import torch
+
+import thunder_symbolic
+
+
+def make_branchy(n_guards: int):
+    """A function whose trace decides ``n_guards`` size branches (all taken the same way at run time)."""
+
+    def fn(x):
+        taken = 0
+        for threshold in range(n_guards):
+            if x.shape[0] > threshold:
+                taken += 1  # a Python constant: the computation is the same for every N
+        return x + taken
+
+    return fn
+
+
+def time_calls(jfn, x, calls: int) -> float:
+    """Median per-call time in microseconds over ``calls`` calls, after warming up."""
+    for _ in range(10):
+        jfn(x)
+    samples = []
+    for _ in range(calls):
+        start = time.perf_counter_ns()
+        jfn(x)
+        samples.append(time.perf_counter_ns() - start)
+    return statistics.median(samples) / 1e3
+
+
+def measure(n_guards: int, calls: int) -> dict:
+    jfn = thunder.jit(make_branchy(n_guards), cache="symbolic values")
+    x = torch.randn(64, 4)
+    per_call = time_calls(jfn, x, calls)
+    misses = thunder.cache_misses(jfn)
+    # sanity: the guards held, one compile for every size above the largest threshold
+    jfn(torch.randn(65, 4))
+    assert thunder.cache_misses(jfn) == misses == 1
+    return {"guards": n_guards, "us_per_call": per_call}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--guards", type=int, nargs="+", default=[0, 1, 8, 32])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--compare-upstream", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+
+    rows = [{"variant": "patched", **measure(n, args.calls)} for n in args.guards]
+    if args.compare_upstream:
+        thunder_symbolic.revert()
+        for n in args.guards:
+            jfn = thunder.jit(make_branchy(n), cache="symbolic values")
+            rows.append({"variant": "upstream", "guards": n, "us_per_call": time_calls(jfn, torch.randn(64, 4), args.calls)})
+        thunder_symbolic.apply()
+
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    base = {r["variant"]: r["us_per_call"] for r in rows if r["guards"] == args.guards[0]}
+    print(f"{'variant':10} {'guards':>6} {'us/call':>9} {'added vs first':>15}")
+    for r in rows:
+        print(f"{r['variant']:10} {r['guards']:6d} {r['us_per_call']:9.2f} {r['us_per_call'] - base[r['variant']]:15.2f}")
+
+
+if __name__ == "__main__":
+    main()
