@@ -154,6 +154,28 @@ def test_math_sqrt_of_a_size_is_pinned():
     check_against_eager(f, [(torch.randn(2, n),) for n in (4, 9, 4)], compiles=2)
 
 
+def test_int_of_a_size_is_pinned():
+    def f(x):
+        return x * int(x.shape[0])
+
+    check_against_eager(f, rows(4, 6, 4), compiles=2)
+
+
+def test_len_of_a_tensor_is_pinned():
+    def f(x):
+        return x * len(x)
+
+    check_against_eager(f, rows(4, 6, 4), compiles=2)
+
+
+def test_split_whose_output_count_depends_on_a_size():
+    def f(x):
+        return [t * 2 for t in torch.split(x, 2)]
+
+    # 4 rows -> 2 chunks, 6 -> 3 chunks, 5 -> 3 chunks with a short last one.
+    check_against_eager(f, rows(4, 6, 4, 5), compiles=3)
+
+
 def test_int_argument_used_as_range_is_pinned():
     def f(x, n):
         for _ in range(n):

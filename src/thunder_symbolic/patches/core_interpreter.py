@@ -1,0 +1,33 @@
+"""Patches of ``thunder/core/interpreter.py``: Python builtins that meet symbolic numbers."""
+
+from __future__ import annotations
+
+import operator
+
+from thunder.core.interpreter import interpreter_needs_wrap, unwrap
+from thunder.core.proxies import TensorProxy
+
+from thunder_symbolic._registry import patch
+
+
+def _tensor_len(t: TensorProxy) -> int:
+    # What Python's len() does: call __len__, then convert its result with __index__ (here the
+    # conversion records a guard pinning the length, see patches.core_proxies).
+    return operator.index(t.__len__())
+
+
+@patch(
+    "thunder.core.interpreter:_default_lookaside_map",
+    summary="len() of a tensor converts its symbolic length with __index__, as Python does, instead of failing",
+    why="The interpreter's len lookaside rejected the IntegerProxy a TensorProxy's __len__ returns under symbolic values.",
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _lookaside_map(original):
+    original_len = original[len]
+
+    def len_lookaside(obj):
+        if isinstance(unwrap(obj), TensorProxy):
+            return interpreter_needs_wrap(_tensor_len)(obj)
+        return original_len(obj)
+
+    return {**original, len: len_lookaside}
