@@ -25,7 +25,7 @@ def attend(q, k_cache, v_cache, k, v):
     return out, k_cache, v_cache
 
 
-def run(cache: str, steps: int) -> tuple[int, float, bool]:
+def run(cache: str, steps: int) -> tuple[int, float, bool, list]:
     jfn = thunder.jit(attend, cache=cache)
     k_cache = v_cache = torch.zeros(1, 0, 16)
     correct = True
@@ -35,7 +35,8 @@ def run(cache: str, steps: int) -> tuple[int, float, bool]:
         expected = attend(q, k_cache, v_cache, k, v)
         out, k_cache, v_cache = jfn(q, k_cache, v_cache, k, v)
         correct &= torch.allclose(out, expected[0], atol=1e-6)
-    return thunder.cache_misses(jfn), time.perf_counter() - start, correct
+    elapsed = time.perf_counter() - start
+    return thunder.cache_misses(jfn), elapsed, correct, thunder_symbolic.recompile_reasons(jfn)
 
 
 def main():
@@ -45,8 +46,11 @@ def main():
     warnings.filterwarnings("ignore")
     print(f"thunder-symbolic active: {thunder_symbolic.is_active()}; {args.steps} decode steps")
     for cache in ("constant values", "symbolic values"):
-        compiles, seconds, correct = run(cache, args.steps)
+        compiles, seconds, correct, misses = run(cache, args.steps)
         print(f"  cache={cache!r:18} compiles={compiles:3d}  time={seconds:6.2f}s  matches eager: {correct}")
+        if cache == "symbolic values":
+            for miss in misses:
+                print(f"    recompiled at {miss}")
 
 
 if __name__ == "__main__":
