@@ -20,7 +20,17 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from thunder_symbolic.guards.expressions import COMPARISONS, Apply, Const, Expr, InputDim, NumberInput, attach, expr_of
+from thunder_symbolic.guards.expressions import (
+    BINARY_TEMPLATES,
+    COMPARISONS,
+    Apply,
+    Const,
+    Expr,
+    InputDim,
+    NumberInput,
+    attach,
+    expr_of,
+)
 
 _current: contextvars.ContextVar[GuardRecorder | None] = contextvars.ContextVar("thunder_symbolic_guards", default=None)
 
@@ -108,8 +118,7 @@ class GuardRecorder:
         return out
 
 
-_COMPARISON_TEMPLATES = frozenset(f"({{}} {op} {{}})" for op in ("==", "!=", "<", "<=", ">", ">="))
-assert len(_COMPARISON_TEMPLATES) == len(COMPARISONS)
+_COMPARISON_TEMPLATES = frozenset(BINARY_TEMPLATES[op] for op in COMPARISONS)
 
 
 def _is_tautology(condition: Expr, source: str) -> bool:

@@ -116,6 +116,7 @@ for _target, _what in (
         why=_WHY_OBSERVE,
         upstream="Lightning-AI/lightning-thunder#463",
     )(_observe_truth if _target.endswith("__bool__") else _observe_value)
+del _target, _what
 
 
 def _derive(original):
@@ -156,3 +157,4 @@ for _helper in ("_elementwise_binary_helper", "_elementwise_unary_helper"):
         why="Guards must be re-evaluated in the prologue from the inputs; the expression says how.",
         upstream="Lightning-AI/lightning-thunder#463",
     )(lambda original: _derive(original.__func__))
+del _helper
