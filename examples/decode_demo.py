@@ -9,9 +9,9 @@ import argparse
 import time
 import warnings
 
-import thunder
 import torch
 
+import thunder
 import thunder_symbolic
 
 

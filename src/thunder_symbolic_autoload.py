@@ -16,14 +16,14 @@ class _TorchVersionCheck:
     @staticmethod
     def find_spec(name, path=None, target=None):
         if name != "thunder":
-            return None
+            return
         sys.meta_path.remove(_TorchVersionCheck)
         from importlib.metadata import PackageNotFoundError, version
 
         try:
             major, minor = (int(part) for part in version("torch").split(".")[:2])
         except (PackageNotFoundError, ValueError):
-            return None
+            return
         if (major, minor) >= (2, 13):
             import warnings
 
@@ -32,7 +32,7 @@ class _TorchVersionCheck:
                 "named-tensor methods); thunder-symbolic supports torch>=2.9,<2.10.",
                 stacklevel=2,
             )
-        return None
+        return
 
 
 if os.environ.get("THUNDER_SYMBOLIC", "1").strip().lower() not in ("0", "false", "no", "off"):

@@ -16,15 +16,15 @@ from thunder_symbolic._status import Status, status
 from thunder_symbolic.diagnostics import Miss, recompile_reasons
 
 __all__ = [
-    "apply",
-    "revert",
-    "is_active",
-    "status",
-    "recompile_reasons",
+    "SUPPORTED_RANGE",
     "Miss",
     "Status",
-    "SUPPORTED_RANGE",
     "ThunderSymbolicWarning",
+    "apply",
+    "is_active",
+    "recompile_reasons",
+    "revert",
+    "status",
 ]
 __version__ = "0.1.0"
 
@@ -50,8 +50,9 @@ def apply() -> bool:
     global _refused
     if _registry.is_active():
         return True
-    import thunder
     import torch
+
+    import thunder
 
     _refused = unsupported_reason(getattr(thunder, "__version__", "unknown"), torch.__version__)
     if _refused is not None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import wrapt
 
-__all__ = ["Patch", "AppliedPatch", "patch", "registered_patches", "apply_all", "revert_all", "applied_patches"]
+__all__ = ["AppliedPatch", "Patch", "applied_patches", "apply_all", "patch", "registered_patches", "revert_all"]
 
 
 @dataclass(frozen=True)

@@ -44,9 +44,9 @@ class Status:
 
 def status() -> Status:
     """Report the versions, whether the patch set is active and why, and every patch with its target."""
-    import thunder
     import torch
 
+    import thunder
     import thunder_symbolic
     from thunder_symbolic import _registry, patches  # noqa: F401  (patches: so that the list is complete)
 
@@ -61,7 +61,9 @@ def status() -> Status:
         else:
             state = "not applied"
         infos.append(
-            PatchInfo(p.target, state, "replaces" if p.replaces else "wraps", p.summary, p.why, p.upstream, p.defined_in)
+            PatchInfo(
+                p.target, state, "replaces" if p.replaces else "wraps", p.summary, p.why, p.upstream, p.defined_in
+            )
         )
     if _registry.is_active():
         activation = "on"

@@ -25,7 +25,9 @@ __all__ = ["assert_same", "check_against_eager", "run_python", "run_torchrun"]
 SYMBOLIC = "symbolic values"
 
 
-def assert_same(actual: Any, expected: Any, *, path: str = "output", rtol: float | None = None, atol: float | None = None):
+def assert_same(
+    actual: Any, expected: Any, *, path: str = "output", rtol: float | None = None, atol: float | None = None
+):
     """Assert ``actual`` equals ``expected``: same structure, tensors close, numbers/bools/strings exact."""
     if isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor):
@@ -83,7 +85,9 @@ def check_against_eager(
     if compiles is not None:
         misses = thunder.cache_misses(jfn)
         if misses != compiles:
-            raise AssertionError(f"expected {compiles} compile(s), got {misses} (cache hits: {thunder.cache_hits(jfn)})")
+            raise AssertionError(
+                f"expected {compiles} compile(s), got {misses} (cache hits: {thunder.cache_hits(jfn)})"
+            )
     return jfn
 
 
@@ -103,6 +107,7 @@ def run_python(code: str, *, env: Mapping[str, str] | None = None, timeout: floa
         timeout=timeout,
         env=_python_env(env),
         cwd=cwd,
+        check=False,
     )
 
 
@@ -118,12 +123,22 @@ def run_torchrun(
     try:
         env = {"OMP_NUM_THREADS": "1", **(env or {})}
         return subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc), script.name],
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nproc-per-node",
+                str(nproc),
+                script.name,
+            ],
             capture_output=True,
             text=True,
             timeout=timeout,
             env=_python_env(env),
             cwd=cwd,
+            check=False,
+        check=False,
         )
     finally:
         os.unlink(script.name)

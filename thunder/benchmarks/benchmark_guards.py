@@ -15,9 +15,9 @@ import statistics
 import time
 import warnings
 
-import thunder
 import torch
 
+import thunder
 import thunder_symbolic
 
 
@@ -72,7 +72,9 @@ def main() -> None:
         thunder_symbolic.revert()
         for n in args.guards:
             jfn = thunder.jit(make_branchy(n), cache="symbolic values")
-            rows.append({"variant": "upstream", "guards": n, "us_per_call": time_calls(jfn, torch.randn(64, 4), args.calls)})
+            rows.append(
+                {"variant": "upstream", "guards": n, "us_per_call": time_calls(jfn, torch.randn(64, 4), args.calls)}
+            )
         thunder_symbolic.apply()
 
     if args.json:
@@ -81,7 +83,9 @@ def main() -> None:
     base = {r["variant"]: r["us_per_call"] for r in rows if r["guards"] == args.guards[0]}
     print(f"{'variant':10} {'guards':>6} {'us/call':>9} {'added vs first':>15}")
     for r in rows:
-        print(f"{r['variant']:10} {r['guards']:6d} {r['us_per_call']:9.2f} {r['us_per_call'] - base[r['variant']]:15.2f}")
+        print(
+            f"{r['variant']:10} {r['guards']:6d} {r['us_per_call']:9.2f} {r['us_per_call'] - base[r['variant']]:15.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import thunder
 
+import thunder
 import thunder_symbolic
 from thunder_symbolic import _registry
 from thunder_symbolic._compat import SUPPORTED_RANGE

@@ -7,9 +7,9 @@ never one per distinct value where a predicate guard suffices.
 import math
 
 import pytest
-import thunder
 import torch
 
+import thunder
 from thunder_symbolic.testing import check_against_eager
 
 

@@ -1,8 +1,8 @@
 """Diagnostics: a cache miss can be traced to the guard that failed and the line that created it."""
 
-import thunder
 import torch
 
+import thunder
 import thunder_symbolic
 from thunder_symbolic.testing import run_python
 

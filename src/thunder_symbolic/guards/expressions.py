@@ -14,8 +14,9 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 ATTRIBUTE = "_thunder_symbolic_expr"
 

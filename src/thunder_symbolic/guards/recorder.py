@@ -105,7 +105,10 @@ class GuardRecorder:
 
     def conditions(self) -> list[Guard]:
         """Every guard the prologue must check: number-input types, then the recorded guards or pins."""
-        out = [Guard(Apply(f"(type({{}}) is {type(n.value).__name__})", (NumberInput(n),)), "number input") for n in self.number_inputs]
+        out = [
+            Guard(Apply(f"(type({{}}) is {type(n.value).__name__})", (NumberInput(n),)), "number input")
+            for n in self.number_inputs
+        ]
         if self.unexpressible:
             where = f"pinned: cannot express {self.unexpressible[0]}"
             for t in self.tensor_inputs:

@@ -4,8 +4,10 @@ Importing this package registers every patch (see :mod:`thunder_symbolic._regist
 is :func:`thunder_symbolic.apply`'s job.
 """
 
-from thunder_symbolic.patches import clang_utils  # noqa: F401  thunder/clang/utils.py
-from thunder_symbolic.patches import core_interpreter  # noqa: F401  thunder/core/interpreter.py
-from thunder_symbolic.patches import core_jit_ext  # noqa: F401  thunder/core/jit_ext.py
-from thunder_symbolic.patches import core_proxies  # noqa: F401  thunder/core/proxies.py
-from thunder_symbolic.patches import thunder_init  # noqa: F401  thunder/__init__.py
+from thunder_symbolic.patches import (
+    clang_utils,  # noqa: F401  thunder/clang/utils.py
+    core_interpreter,  # noqa: F401  thunder/core/interpreter.py
+    core_jit_ext,  # noqa: F401  thunder/core/jit_ext.py
+    core_proxies,  # noqa: F401  thunder/core/proxies.py
+    thunder_init,  # noqa: F401  thunder/__init__.py
+)

@@ -10,9 +10,9 @@ from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.proxies import NumberProxy, Proxy
 
 from thunder_symbolic._registry import patch
-from thunder_symbolic.patches.core_jit_ext import opaque
 from thunder_symbolic.guards import expressions
 from thunder_symbolic.guards import recorder as guard_recorder
+from thunder_symbolic.patches.core_jit_ext import opaque
 
 
 @contextlib.contextmanager
