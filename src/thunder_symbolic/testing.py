@@ -138,7 +138,6 @@ def run_torchrun(
             env=_python_env(env),
             cwd=cwd,
             check=False,
-        check=False,
         )
     finally:
         os.unlink(script.name)
