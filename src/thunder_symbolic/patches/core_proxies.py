@@ -5,14 +5,15 @@ from __future__ import annotations
 import contextlib
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 from thunder.core import compile_data
-from thunder.core.interpreter import ProvenanceRecord, PseudoInst
-from thunder.core.proxies import NumberProxy, Proxy
+from thunder.core.proxies import CONSTRAINT, IntegerProxy, NumberProxy
 
 from thunder_symbolic._registry import patch
 from thunder_symbolic.guards import expressions
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.patches.core_jit_ext import opaque
+from thunder_symbolic.patches.torch_experimental import local_tensor_provenance
 
 
 @contextlib.contextmanager
@@ -24,16 +25,6 @@ def _constant_values():
         yield
     finally:
         compile_data._compile_data.reset(token)
-
-
-def _forget_provenance(p) -> None:
-    """Drop the placeholder history from a tensor proxy, its dims and its grad."""
-    p.history = None
-    for dim in p._shape:
-        if isinstance(dim, Proxy):
-            dim.history = None
-    if p._grad is not None:
-        _forget_provenance(p._grad)
 
 
 @patch(
@@ -55,10 +46,20 @@ def _tensorproxy(original):
             with _constant_values():
                 return original(t, name=name, history=history)
         if history is None:
-            # Nothing in the prologue can re-derive these dims; they are produced by the computation.
-            p = original(t, name=name, history=ProvenanceRecord(PseudoInst.OPAQUE, inputs=[]))
-            _forget_provenance(p)
-            return p
+            if isinstance(t, FakeTensor):
+                # The output of a meta function run on fake tensors (DTensor ops): the fake run converted
+                # every input size to an int, which pinned it, so these sizes are constants of the trace.
+                with _constant_values():
+                    return original(t, name=name, history=None)
+            # Nothing in the prologue can re-derive these dims: they are produced by the computation,
+            # so they are symbolic without provenance.
+            with _constant_values():
+                static = original(t, name=None, history=None)
+            dims = tuple(IntegerProxy(None, s, constraint=CONSTRAINT.CONSTRAINABLE) for s in t.shape)
+            return static.replace(shape=dims, name=name)
+        pending = local_tensor_provenance.get()
+        if pending is not None and pending[0] is t:
+            history = pending[1]  # see patches.torch_experimental
         p = original(t, name=name, history=history)
         recorder = guard_recorder.current()
         if recorder is not None:

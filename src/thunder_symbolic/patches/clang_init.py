@@ -1,0 +1,38 @@
+"""Patches of ``thunder/clang/__init__.py``: core language operations under symbolic values."""
+
+from __future__ import annotations
+
+from thunder.core import devices, dtypes, prims, utils
+from thunder.core.proxies import IntegerProxy
+
+from thunder_symbolic._registry import patch
+
+
+def _is_int(value) -> bool:
+    if isinstance(value, IntegerProxy):
+        return value.python_type is int
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@patch(
+    "thunder.clang:arange",
+    summary="integer arange computes its length with integer arithmetic, so a symbolic end stays symbolic",
+    why=(
+        "0.2.6 checks math.isfinite() on every bound (a float conversion, which must pin the value) and "
+        "computes the length through float division: torch.arange(kv_length) recompiled at every decode step."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _arange(original):
+    def arange(*, start, step, stop, device, dtype=None):
+        exact = dtype is None or utils.is_exact_dtype(dtype)
+        if not (exact and _is_int(start) and _is_int(step) and _is_int(stop)):
+            return original(start=start, step=step, stop=stop, device=device, dtype=dtype)
+        utils.check(step != 0, lambda: "arange: step must not be zero")
+        progresses = (stop > start) if step > 0 else (stop < start)
+        utils.check(start == stop or progresses, lambda: f"step={step} must make progress from {start} to {stop}")
+        length = -((start - stop) // step)  # ceil((stop - start) / step), exactly, for either sign of step
+        device = devices.to_device(device)
+        return prims.iota(length, start=start, step=step, device=device, dtype=dtype or dtypes.int64)
+
+    return arange

@@ -1,0 +1,50 @@
+"""Patches of ``thunder/dynamo/utils.py``: which FX nodes the thunderfx splitter keeps away from thunder."""
+
+from __future__ import annotations
+
+import torch
+
+from thunder_symbolic._registry import patch
+
+
+def _vmap_nesting_functions() -> tuple[set, set]:
+    """The functions an FX graph calls to enter and leave a vmap level (torch 2.9 traces the pre-dispatch ones)."""
+    enter, leave = {torch._C._functorch._vmap_increment_nesting}, {torch._C._functorch._vmap_decrement_nesting}
+    try:
+        from torch._functorch import predispatch
+    except ImportError:
+        return enter, leave
+    enter.add(predispatch._vmap_increment_nesting)
+    leave.add(predispatch._vmap_decrement_nesting)
+    return enter, leave
+
+
+@patch(
+    "thunder.dynamo.utils:get_nodes_in_unsupported_ctx_regions",
+    summary="nodes inside vmap regions (torch 2.9's pre-dispatch vmap too) are left to PyTorch; regions end",
+    why=(
+        "transformers' attention masks are built under torch.vmap; on torch 2.9 thunder 0.2.6 did not see "
+        "those regions, so its splitter failed on them ('tree_flatten of type Tensor is not supported') for "
+        "every thunderfx run of a Llama model; and its region counter never decremented."
+    ),
+    upstream="Lightning-AI/lightning-thunder#2732",
+    replaces=True,
+)
+def _nodes_in_unsupported_regions(original):
+    enter, leave = _vmap_nesting_functions()
+
+    def get_nodes_in_unsupported_ctx_regions(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+        """Replaces upstream's function: its decrement branch could never match and it missed torch 2.9's
+        pre-dispatch vmap functions; wrapping cannot fix a loop that never leaves a region."""
+        depth, inside = 0, set()
+        for node in gm.graph.nodes:
+            target = node.target if node.op == "call_function" else None
+            if target in enter:
+                depth += 1
+            elif target in leave:
+                depth -= 1
+            elif depth > 0:
+                inside.add(node)
+        return inside
+
+    return get_nodes_in_unsupported_ctx_regions

@@ -1,0 +1,517 @@
+"""Tensor-parallel LLM inference benchmark: eager, inductor, thunderfx and thunder.jit, on CPU or GPU.
+
+A superset of upstream thunder's ``benchmark_inference.py`` command line, written for thunder-symbolic:
+it runs on CPU (gloo) as well as CUDA (nccl), needs no model hub (a built-in small Llama-4 text config,
+seeded random weights), and measures what symbolic values are for: with a KV cache that grows every
+decode step, how often thunder recompiles under each ``--thunder-cache`` option.
+
+    torchrun --nproc-per-node 2 thunder/benchmarks/benchmark_inference.py --mode thunder \\
+        --thunder-cache "symbolic values"
+    python thunder/benchmarks/benchmark_inference.py --mode thunder --compare-cache   # both caches
+
+Rank 0 prints the report; ``--save-results --output-dir DIR`` writes it as JSON. Any rank's failure
+ends the run with a non-zero exit status (torchrun stops the other ranks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+import traceback
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+CACHE_OPTIONS = ("constant values", "symbolic values")
+TINY_MODEL = "tiny-llama4"
+MAVERICK = "meta-llama/Llama-4-Maverick-17B-128E"
+CUDA_ONLY_FLAGS = ("enable_nvfp4", "enable_nv_linear", "enable_thunder_cudagraph", "profile")
+
+
+# --- Command line ----------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model-name", default=None, help=f"hub id or '{TINY_MODEL}' (default: {TINY_MODEL} on CPU)")
+    p.add_argument("--batch-size", type=int, default=1)
+    p.add_argument("--input-length", type=int, default=None, help="prompt length (default: 16 on CPU, 2048 on GPU)")
+    p.add_argument("--output-length", type=int, default=None, help="tokens generated (default: 9 CPU, 128 GPU)")
+    p.add_argument("--num-iterations", type=int, default=None, help="measured iterations (default: 3 CPU, 100 GPU)")
+    p.add_argument("--warmup-iterations", type=int, default=None, help="(default: 1 on CPU, 10 on GPU)")
+    p.add_argument("--num-layers", type=int, default=2)
+    p.add_argument("--hidden-size", type=int, default=256, help=f"hidden size of {TINY_MODEL}")
+    p.add_argument("--mode", choices=("eager", "inductor", "thunder", "thunderjit"), default="eager")
+    p.add_argument("--thunder-cache", choices=CACHE_OPTIONS, default=None, help="thunder's cache= option")
+    p.add_argument("--compare-cache", action="store_true", help="run every cache option and compare them")
+    p.add_argument("--kv-cache", choices=("dynamic", "static", "hybrid"), default="dynamic")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
+    p.add_argument("--attn-implementation", default=None, help="transformers attn_implementation (default: sdpa)")
+    p.add_argument("--disable-moe-replacement", action="store_true", help="keep transformers' MoE (always the case)")
+    p.add_argument("--thunder-trace", action="store_true", help="print the last thunder traces")
+    p.add_argument("--save-results", action="store_true")
+    p.add_argument("--output-dir", default="./results")
+    p.add_argument("--seed", type=int, default=0)
+    for flag in CUDA_ONLY_FLAGS:
+        p.add_argument(f"--{flag.replace('_', '-')}", action="store_true", help="CUDA only")
+    args = p.parse_args(argv)
+    if args.compare_cache and args.mode not in ("thunder", "thunderjit"):
+        p.error("--compare-cache needs --mode thunder or --mode thunderjit")
+    if args.compare_cache and args.thunder_cache:
+        p.error("--compare-cache runs every cache option; do not also give --thunder-cache")
+    for name in ("batch_size", "num_layers", "hidden_size"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    return args
+
+
+def resolve_defaults(args: argparse.Namespace, device: torch.device) -> argparse.Namespace:
+    on_gpu = device.type == "cuda"
+    defaults = {
+        "model_name": MAVERICK if on_gpu else TINY_MODEL,
+        "input_length": 2048 if on_gpu else 16,
+        "output_length": 128 if on_gpu else 9,
+        "num_iterations": 100 if on_gpu else 3,
+        "warmup_iterations": 10 if on_gpu else 1,
+    }
+    args = copy.copy(args)
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.output_length < 2:
+        raise ValueError("--output-length must be at least 2 (one prefill token and one decode step)")
+    if not on_gpu:
+        for flag in CUDA_ONLY_FLAGS:
+            if getattr(args, flag):
+                warnings.warn(f"--{flag.replace('_', '-')} needs CUDA; ignored on {device.type}")
+                setattr(args, flag, False)
+    return args
+
+
+# --- Distributed set-up ----------------------------------------------------------------------------
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world_size: int = 1
+    mesh: Any = None
+
+
+def setup_distributed(device_type: str) -> Dist:
+    """A 1-D tensor-parallel mesh when launched by torchrun (gloo on CPU, nccl on CUDA), else one process."""
+    if not dist.is_torchelastic_launched():
+        return Dist()
+    from torch.distributed.device_mesh import init_device_mesh
+
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if device_type == "cuda":
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    mesh = init_device_mesh(device_type, (world_size,), mesh_dim_names=("tp",))
+    return Dist(rank, world_size, mesh)
+
+
+def pick_device(choice: str) -> torch.device:
+    if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise RuntimeError("--device cuda was asked for, but CUDA is not available")
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    return torch.device("cpu")
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# --- Model -----------------------------------------------------------------------------------------
+
+
+def tiny_llama4_config(args):
+    """A small Llama-4 text model shaped like Maverick: dense and MoE layers alternate."""
+    from transformers import Llama4TextConfig
+
+    heads = 4 * max(1, args.hidden_size // 256)
+    return Llama4TextConfig(
+        hidden_size=args.hidden_size,
+        intermediate_size=args.hidden_size,
+        intermediate_size_mlp=2 * args.hidden_size,
+        num_hidden_layers=args.num_layers,
+        num_attention_heads=heads,
+        num_key_value_heads=max(2, heads // 2),
+        head_dim=args.hidden_size // heads,
+        vocab_size=1024,
+        num_local_experts=4,
+        interleave_moe_layer_step=2,
+    )
+
+
+def load_config(args):
+    if args.model_name == TINY_MODEL:
+        return tiny_llama4_config(args)
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(args.model_name)
+    except OSError as e:  # no hub and no local copy
+        warnings.warn(f"cannot load the config of {args.model_name} ({e}); using {TINY_MODEL}")
+        return tiny_llama4_config(args)
+    config = getattr(config, "text_config", config)
+    config.num_hidden_layers = args.num_layers
+    return config
+
+
+def tp_plan(config) -> dict:
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    layers = "*.layers.*"
+    plan = {
+        f"{layers}.self_attn.q_proj": ColwiseParallel(use_local_output=True),
+        f"{layers}.self_attn.k_proj": ColwiseParallel(use_local_output=True),
+        f"{layers}.self_attn.v_proj": ColwiseParallel(use_local_output=True),
+        f"{layers}.self_attn.o_proj": RowwiseParallel(use_local_output=True),
+    }
+    for mlp in ("feed_forward", "feed_forward.shared_expert"):
+        plan[f"{layers}.{mlp}.gate_proj"] = ColwiseParallel(use_local_output=False)
+        plan[f"{layers}.{mlp}.up_proj"] = ColwiseParallel(use_local_output=False)
+        plan[f"{layers}.{mlp}.down_proj"] = RowwiseParallel(use_local_output=True)
+    return plan
+
+
+@torch.no_grad()
+def initialize(model, seed: int, device: torch.device) -> None:
+    """Seeded random weights (the same on every rank), unit norms, and rotary frequencies recomputed."""
+    from torch.distributed.tensor import DTensor
+
+    generator = torch.Generator(device=device).manual_seed(seed)
+    for name, param in model.named_parameters():
+        local = param.to_local() if isinstance(param, DTensor) else param
+        if "norm" in name:
+            local.fill_(1.0)
+        else:
+            local.copy_(torch.randn(local.shape, generator=generator, device=device, dtype=torch.float32) * 0.02)
+    for module in model.modules():
+        if hasattr(module, "rope_init_fn") and hasattr(module, "inv_freq"):
+            inv_freq, module.attention_scaling = module.rope_init_fn(module.config, device)
+            module.inv_freq = inv_freq
+            module.original_inv_freq = inv_freq
+
+
+def build_model(args, config, ctx: Dist, device: torch.device):
+    from transformers import AutoModelForCausalLM
+
+    dtype = getattr(torch, args.dtype)
+    if args.attn_implementation:
+        config._attn_implementation = args.attn_implementation
+    if config.num_attention_heads % ctx.world_size or config.num_key_value_heads % ctx.world_size:
+        raise ValueError(
+            f"{config.num_attention_heads} attention and {config.num_key_value_heads} KV heads cannot be split "
+            f"over {ctx.world_size} ranks"
+        )
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, torch_dtype=dtype)
+    if ctx.mesh is not None:
+        from torch.distributed.tensor.parallel import parallelize_module
+
+        model = parallelize_module(model, ctx.mesh, tp_plan(config))
+    model.to_empty(device=device)
+    initialize(model, args.seed, device)
+    model.requires_grad_(False)
+    model.eval()
+    return model
+
+
+def make_kv_cache(args, config, ctx: Dist, device: torch.device):
+    from transformers import DynamicCache, HybridChunkedCache, StaticCache
+
+    length = args.input_length + args.output_length
+    common = dict(max_batch_size=args.batch_size, max_cache_len=length, device=device, dtype=getattr(torch, args.dtype))
+    if args.kv_cache == "dynamic":
+        return DynamicCache()
+    if args.kv_cache == "static":
+        return StaticCache(config=config, tp_size=ctx.world_size, **common)
+    hybrid_config = copy.copy(config)  # Llama-4 has chunked attention; HybridCache expects a sliding window
+    hybrid_config.sliding_window = getattr(config, "attention_chunk_size", length)
+    return HybridChunkedCache(config=hybrid_config, tp_size=ctx.world_size, **common)
+
+
+# --- Compilation and its accounting ----------------------------------------------------------------
+
+
+def compile_model(model, args, cache: str | None):
+    if args.mode == "eager":
+        return model
+    if args.mode == "inductor":
+        return torch.compile(model, mode="reduce-overhead" if args.device_type == "cuda" else "default")
+    import thunder
+    from thunder.dynamo import thunderfx
+
+    options = {} if cache is None else {"cache": cache}
+    if args.enable_nv_linear:
+        options.update(nv_enable_linear=True, nv_enable_matmul=True)
+    if args.mode == "thunder":
+        return thunderfx(model, **options)
+    return thunder.jit(model, **options)
+
+
+def thunder_functions(compiled) -> list:
+    """Every thunder-compiled function behind ``compiled`` (one for thunder.jit, one per split for thunderfx)."""
+    backend = getattr(compiled, "_backend", None)
+    if backend is not None:
+        return [fn for info in backend.subgraph_infos for fn in info.thunder_compiled_fns]
+    return [compiled] if hasattr(compiled, "_lc_cs") else []
+
+
+def dynamo_graphs(compiled) -> int:
+    backend = getattr(compiled, "_backend", None)
+    if backend is not None:
+        return len(backend.subgraph_infos)
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"].get("unique_graphs", 0))
+
+
+@dataclass
+class CompileCounter:
+    """Counts thunder compiles per generation phase; a recompile is any compile after a function's first."""
+
+    misses: dict[int, int] = field(default_factory=dict)
+    recompiles: dict[str, int] = field(default_factory=lambda: {"prefill": 0, "first_decode": 0, "later_decode": 0})
+    compile_time_s: float = 0.0
+    compiling_calls: int = 0
+
+    def snapshot(self, compiled) -> tuple[dict[int, int], int]:
+        import thunder
+
+        return {id(fn): thunder.cache_misses(fn) for fn in thunder_functions(compiled)}, dynamo_graphs(compiled)
+
+    def account(self, phase: str, before, after, seconds: float) -> None:
+        (misses_before, graphs_before), (misses_after, graphs_after) = before, after
+        recompiles = sum(max(m, 1) - max(misses_before.get(k, 0), 1) for k, m in misses_after.items())
+        self.recompiles[phase] += recompiles
+        if misses_after != misses_before or graphs_after != graphs_before:
+            self.compile_time_s += seconds
+            self.compiling_calls += 1
+        self.misses = misses_after
+
+
+# --- Generation ------------------------------------------------------------------------------------
+
+
+class Runner:
+    def __init__(self, args, config, ctx: Dist, device: torch.device, cache: str | None):
+        self.args, self.config, self.ctx, self.device = args, config, ctx, device
+        self.model = build_model(args, config, ctx, device)
+        self.vocab_size = self.model.config.vocab_size
+        self.compiled = compile_model(self.model, args, cache)
+        self.counter = CompileCounter()
+
+    def step(self, input_ids, kv_cache, phase: str) -> torch.Tensor:
+        start = kv_cache.get_seq_length()
+        start = int(start) if isinstance(start, torch.Tensor) else start
+        cache_position = torch.arange(start, start + input_ids.shape[1], device=self.device)
+        before = self.counter.snapshot(self.compiled)
+        began = time.perf_counter()
+        with torch.no_grad():
+            logits = self.compiled(
+                input_ids, cache_position=cache_position, past_key_values=kv_cache, use_cache=True
+            ).logits
+        next_token = torch.argmax(logits[:, -1, :], dim=-1, keepdim=True)
+        sync(self.device)
+        self.counter.account(phase, before, self.counter.snapshot(self.compiled), time.perf_counter() - began)
+        return next_token
+
+    def generate(self, progress=None) -> dict[str, float]:
+        generator = torch.Generator().manual_seed(self.args.seed)
+        input_ids = torch.randint(0, self.vocab_size, (self.args.batch_size, self.args.input_length), generator=generator)
+        input_ids = input_ids.to(self.device)
+        kv_cache = make_kv_cache(self.args, self.config, self.ctx, self.device)
+        sync(self.device)
+        began = time.perf_counter()
+        token = self.step(input_ids, kv_cache, "prefill")
+        prefill = time.perf_counter() - began
+        began = time.perf_counter()
+        for i in range(self.args.output_length - 1):
+            token = self.step(token, kv_cache, "first_decode" if i == 0 else "later_decode")
+            if progress is not None:
+                progress.update(1)
+        decode = time.perf_counter() - began
+        return {"prefill_s": prefill, "decode_s": decode}
+
+
+def summarize(args, iterations: list[dict[str, float]]) -> dict[str, Any]:
+    b, n_in, n_out = args.batch_size, args.input_length, args.output_length
+    prefill = [it["prefill_s"] * 1e3 for it in iterations]
+    decode = [it["decode_s"] * 1e3 for it in iterations]
+    total = [p + d for p, d in zip(prefill, decode)]
+    tbot = [d / (n_out - 1) for d in decode]
+
+    def spread(values):
+        return statistics.stdev(values) if len(values) > 1 else 0.0
+
+    return {
+        "throughput_tokens_per_s": b * n_out / (statistics.mean(total) / 1e3),
+        "prefill_throughput_tokens_per_s": b * n_in / (statistics.mean(prefill) / 1e3),
+        "decode_throughput_tokens_per_s": b * (n_out - 1) / (statistics.mean(decode) / 1e3),
+        "latency_ms_per_token": statistics.mean(total) / n_out,
+        "ttft_ms": statistics.mean(prefill),
+        "ttft_std_ms": spread(prefill),
+        "tbot_ms": statistics.mean(tbot),
+        "prefill_time_ms": statistics.mean(prefill),
+        "decode_time_ms": statistics.mean(decode),
+        "total_time_ms": statistics.mean(total),
+        "total_time_std_ms": spread(total),
+        "per_iteration_total_ms": total,
+    }
+
+
+def memory_stats(device: torch.device) -> dict[str, float]:
+    if device.type == "cuda":
+        return {
+            "current_memory_gb": torch.cuda.memory_allocated(device) / 2**30,
+            "peak_memory_gb": torch.cuda.max_memory_allocated(device) / 2**30,
+        }
+    return {"peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+
+
+def run_one(args, config, ctx: Dist, device: torch.device, cache: str | None) -> dict[str, Any]:
+    import thunder
+
+    runner = Runner(args, config, ctx, device, cache)
+    global LAST_RUNNER
+    LAST_RUNNER = runner
+    iterations = args.warmup_iterations + args.num_iterations
+    progress = None
+    if ctx.rank == 0:
+        from tqdm import tqdm
+
+        progress = tqdm(total=iterations * (args.output_length - 1), desc=f"{args.mode} {cache or ''}".strip(),
+                        unit="tok", file=sys.stderr, leave=False)
+    began = time.perf_counter()
+    measured, first_iteration_s = [], None
+    for i in range(iterations):
+        result = runner.generate(progress)
+        if first_iteration_s is None:
+            first_iteration_s = time.perf_counter() - began
+        if i >= args.warmup_iterations:
+            measured.append(result)
+    if progress is not None:
+        progress.close()
+
+    fns = thunder_functions(runner.compiled)
+    misses = sum(thunder.cache_misses(fn) for fn in fns)
+    compile_block = {
+        "thunder_compiled_functions": len(fns),
+        "thunder_cache_misses": misses,
+        "thunder_cache_hits": sum(thunder.cache_hits(fn) for fn in fns),
+        "recompiles_excluding_initial": sum(runner.counter.recompiles.values()),
+        "recompiles_prefill": runner.counter.recompiles["prefill"],
+        "recompiles_first_decode": runner.counter.recompiles["first_decode"],
+        "recompiles_later_decode": runner.counter.recompiles["later_decode"],
+        "dynamo_graphs": dynamo_graphs(runner.compiled) if args.mode in ("thunder", "inductor") else 0,
+        "compiling_calls": runner.counter.compiling_calls,
+        "compile_time_s": runner.counter.compile_time_s,
+        "first_iteration_s": first_iteration_s,
+    }
+    if args.thunder_trace and ctx.rank == 0:
+        for fn in fns:
+            print(thunder.last_traces(fn)[-1])
+    return {"thunder_cache": cache, "metrics": summarize(args, measured), "memory": memory_stats(device),
+            "compile": compile_block}
+
+
+# --- Report ----------------------------------------------------------------------------------------
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version(), "torch": torch.__version__}
+    for name in ("thunder", "transformers", "thunder_symbolic"):
+        with contextlib.suppress(ImportError):
+            out[name] = getattr(__import__(name), "__version__", "?")
+    with contextlib.suppress(ImportError):
+        import thunder_symbolic
+
+        out["thunder_symbolic_active"] = str(thunder_symbolic.is_active())
+    return out
+
+
+def print_report(report: dict[str, Any]) -> None:
+    cfg = report["config"]
+    print(f"\n=== {cfg['mode']} | {cfg['model_name']} | {cfg['world_size']} rank(s) on {cfg['device']} | "
+          f"batch {cfg['batch_size']}, input {cfg['input_length']}, output {cfg['output_length']}, "
+          f"KV cache {cfg['kv_cache']} ===")
+    for run in report["runs"]:
+        m, c, mem = run["metrics"], run["compile"], run["memory"]
+        print(f"\n-- thunder cache: {run['thunder_cache'] or 'default'}")
+        print(f"  throughput {m['throughput_tokens_per_s']:.1f} tok/s (prefill {m['prefill_throughput_tokens_per_s']:.1f},"
+              f" decode {m['decode_throughput_tokens_per_s']:.1f})")
+        print(f"  latency {m['latency_ms_per_token']:.2f} ms/token, TTFT {m['ttft_ms']:.2f} ms "
+              f"(std {m['ttft_std_ms']:.2f}), TBOT {m['tbot_ms']:.2f} ms")
+        print(f"  prefill {m['prefill_time_ms']:.1f} ms, decode {m['decode_time_ms']:.1f} ms, total "
+              f"{m['total_time_ms']:.1f} ms (std {m['total_time_std_ms']:.1f})")
+        print("  memory " + ", ".join(f"{k} {v:.2f}" for k, v in mem.items()))
+        if cfg["mode"] != "eager":
+            print(f"  compile: {c['thunder_compiled_functions']} thunder functions, {c['thunder_cache_misses']} misses,"
+                  f" {c['thunder_cache_hits']} hits, {c['dynamo_graphs']} dynamo graphs")
+            print(f"  recompiles excluding initial: {c['recompiles_excluding_initial']} (prefill "
+                  f"{c['recompiles_prefill']}, first decode {c['recompiles_first_decode']}, later decode "
+                  f"{c['recompiles_later_decode']})")
+            print(f"  compiling: {c['compile_time_s']:.1f} s in {c['compiling_calls']} calls; first iteration "
+                  f"{c['first_iteration_s']:.1f} s")
+    if len(report["runs"]) > 1:
+        print("\n-- comparison")
+        print(f"  {'cache':18} {'recompiles (later decode)':>26} {'compile s':>10} {'TBOT ms':>8}")
+        for run in report["runs"]:
+            c = run["compile"]
+            print(f"  {run['thunder_cache'] or 'default':18} {c['recompiles_excluding_initial']:>14} "
+                  f"({c['recompiles_later_decode']:>3})       {c['compile_time_s']:>10.1f} {run['metrics']['tbot_ms']:>8.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    device = pick_device(args.device)
+    args = resolve_defaults(args, device)
+    args.device_type = device.type
+    warnings.filterwarnings("ignore", message=".*symbolic values.*highly experimental")
+    ctx = setup_distributed(device.type)
+    try:
+        torch.manual_seed(args.seed)
+        config = load_config(args)
+        caches = list(CACHE_OPTIONS) if args.compare_cache else [args.thunder_cache]
+        runs = [run_one(args, config, ctx, device, cache) for cache in caches]
+        report = {
+            "config": {**{k: v for k, v in vars(args).items()}, "world_size": ctx.world_size, "device": str(device)},
+            "versions": versions(),
+            "runs": runs,
+        }
+        if ctx.rank == 0:
+            print_report(report)
+            if args.save_results:
+                os.makedirs(args.output_dir, exist_ok=True)
+                path = os.path.join(args.output_dir, f"inference_{args.mode}_{args.kv_cache}_{int(time.time())}.json")
+                with open(path, "w") as f:
+                    json.dump(report, f, indent=2, default=str)
+                print(f"\nresults written to {path}")
+        return 0
+    except Exception:
+        print(f"[rank {ctx.rank}] benchmark failed:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
