@@ -263,6 +263,12 @@ def compile_model(model, args, cache: str | None):
         options.update(nv_enable_linear=True, nv_enable_matmul=True)
     if args.mode == "thunder":
         return thunderfx(model, **options)
+    # As upstream: transformers builds attention masks with torch.vmap, which thunder.jit cannot trace;
+    # SDPAMaskTransform computes them with plain tensor operations.
+    from thunder.recipes.hf_transformers import SDPAMaskTransform
+
+    mask_transform = SDPAMaskTransform()
+    options.update(transforms=[mask_transform], executors=[mask_transform.get_executor(), *thunder.get_default_executors()])
     return thunder.jit(model, **options)
 
 
@@ -318,37 +324,43 @@ class Runner:
         self.compiled = compile_model(self.model, args, cache)
         self.counter = CompileCounter()
 
-    def step(self, input_ids, kv_cache, phase: str) -> torch.Tensor:
+    def step(self, input_ids, kv_cache, phase: str, model=None) -> tuple[torch.Tensor, torch.Tensor]:
         start = kv_cache.get_seq_length()
         start = int(start) if isinstance(start, torch.Tensor) else start
         cache_position = torch.arange(start, start + input_ids.shape[1], device=self.device)
         before = self.counter.snapshot(self.compiled)
         began = time.perf_counter()
         with torch.no_grad():
-            logits = self.compiled(
+            logits = (model or self.compiled)(
                 input_ids, cache_position=cache_position, past_key_values=kv_cache, use_cache=True
             ).logits
         next_token = torch.argmax(logits[:, -1, :], dim=-1, keepdim=True)
         sync(self.device)
         self.counter.account(phase, before, self.counter.snapshot(self.compiled), time.perf_counter() - began)
-        return next_token
+        return next_token, logits[:, -1, :].float()
 
-    def generate(self, progress=None) -> dict[str, float]:
+    def generate(self, progress=None, model=None, forced: torch.Tensor | None = None) -> dict[str, Any]:
+        """Prefill then decode; ``forced`` (tokens) replaces the model's own choices (teacher forcing)."""
         generator = torch.Generator().manual_seed(self.args.seed)
         input_ids = torch.randint(0, self.vocab_size, (self.args.batch_size, self.args.input_length), generator=generator)
         input_ids = input_ids.to(self.device)
         kv_cache = make_kv_cache(self.args, self.config, self.ctx, self.device)
         sync(self.device)
         began = time.perf_counter()
-        token = self.step(input_ids, kv_cache, "prefill")
+        token, last_logits = self.step(input_ids, kv_cache, "prefill", model)
         prefill = time.perf_counter() - began
+        tokens, logits = [token], [last_logits]
         began = time.perf_counter()
         for i in range(self.args.output_length - 1):
-            token = self.step(token, kv_cache, "first_decode" if i == 0 else "later_decode")
+            if forced is not None:
+                token = forced[:, i : i + 1]
+            token, last_logits = self.step(token, kv_cache, "first_decode" if i == 0 else "later_decode", model)
+            tokens.append(token)
+            logits.append(last_logits)
             if progress is not None:
                 progress.update(1)
         decode = time.perf_counter() - began
-        return {"prefill_s": prefill, "decode_s": decode}
+        return {"prefill_s": prefill, "decode_s": decode, "tokens": torch.cat(tokens, dim=1), "logits": logits}
 
 
 def summarize(args, iterations: list[dict[str, float]]) -> dict[str, Any]:
@@ -390,8 +402,6 @@ def run_one(args, config, ctx: Dist, device: torch.device, cache: str | None) ->
     import thunder
 
     runner = Runner(args, config, ctx, device, cache)
-    global LAST_RUNNER
-    LAST_RUNNER = runner
     iterations = args.warmup_iterations + args.num_iterations
     progress = None
     if ctx.rank == 0:
@@ -425,11 +435,18 @@ def run_one(args, config, ctx: Dist, device: torch.device, cache: str | None) ->
         "compile_time_s": runner.counter.compile_time_s,
         "first_iteration_s": first_iteration_s,
     }
+    # The compiled model must compute what the eager model computes: same weights, same prompt, and the
+    # eager model's tokens fed to both (bf16 near-ties would otherwise make greedy choices diverge).
+    reference = runner.generate(model=runner.model)
+    checked = runner.generate(forced=reference["tokens"])
+    max_logit_diff = max((a - b).abs().max().item() for a, b in zip(checked["logits"], reference["logits"]))
+    tolerance = 1e-3 if args.dtype == "float32" else 5e-2
     if args.thunder_trace and ctx.rank == 0:
         for fn in fns:
             print(thunder.last_traces(fn)[-1])
-    return {"thunder_cache": cache, "metrics": summarize(args, measured), "memory": memory_stats(device),
-            "compile": compile_block}
+    verify = {"max_logit_diff_vs_eager": max_logit_diff, "matches_eager": max_logit_diff <= tolerance}
+    return {"thunder_cache": cache, "verify": verify, "metrics": summarize(args, measured),
+            "memory": memory_stats(device), "compile": compile_block}
 
 
 # --- Report ----------------------------------------------------------------------------------------
@@ -454,7 +471,9 @@ def print_report(report: dict[str, Any]) -> None:
           f"KV cache {cfg['kv_cache']} ===")
     for run in report["runs"]:
         m, c, mem = run["metrics"], run["compile"], run["memory"]
-        print(f"\n-- thunder cache: {run['thunder_cache'] or 'default'}")
+        v = run["verify"]
+        print(f"\n-- thunder cache: {run['thunder_cache'] or 'default'}; matches eager: {v['matches_eager']} "
+              f"(max logit difference {v['max_logit_diff_vs_eager']:.2e})")
         print(f"  throughput {m['throughput_tokens_per_s']:.1f} tok/s (prefill {m['prefill_throughput_tokens_per_s']:.1f},"
               f" decode {m['decode_throughput_tokens_per_s']:.1f})")
         print(f"  latency {m['latency_ms_per_token']:.2f} ms/token, TTFT {m['ttft_ms']:.2f} ms "

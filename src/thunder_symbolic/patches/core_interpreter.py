@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import operator
 
-from thunder.core.interpreter import interpreter_needs_wrap, unwrap
-from thunder.core.proxies import TensorProxy
+from thunder.core.interpreter import interpreter_needs_wrap, unwrap, wrap_const
+from thunder.core.proxies import IntegerProxy, TensorProxy
 
 from thunder_symbolic._registry import patch
 
@@ -31,3 +31,27 @@ def _lookaside_map(original):
         return original_len(obj)
 
     return {**original, len: len_lookaside}
+
+
+
+def _index_with_index_value(getitem):
+    def __getitem__(self, idx, /):
+        if isinstance(unwrap(idx), IntegerProxy):
+            idx = wrap_const(operator.index(unwrap(idx)))
+        return getitem(self, idx)
+
+    return __getitem__
+
+
+@patch(
+    "thunder.core.interpreter:_default_provenance_tracking_lookaside_map",
+    summary="a list or tuple indexed by a symbolic int uses its __index__ value, as Python does (pinned)",
+    why=(
+        "Under symbolic values int attributes of modules are IntegerProxies; transformers' caches index "
+        "`self.layers[layer_idx]`, which the interpreter rejected ('indices must be integers or slices')."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _provenance_lookaside_map(original):
+    replaced = {seq.__getitem__: _index_with_index_value(original[seq.__getitem__]) for seq in (list, tuple)}
+    return {**original, **replaced}

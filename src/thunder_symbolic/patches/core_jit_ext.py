@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from thunder.core import compile_data
-from thunder.core.interpreter import interpreter_needs_wrap
+from thunder.core.interpreter import PseudoInst, interpreter_needs_wrap
 from thunder.core.proxies import NumberProxy, StringProxy, variableify
 
+from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
 from thunder_symbolic.guards import expressions
 from thunder_symbolic.guards import recorder as guard_recorder
@@ -62,7 +63,7 @@ def _thunder_general_jit(original):
 
 @patch(
     "thunder.core.jit_ext:JitCtx.proxify",
-    summary="registers number inputs as guard leaves; pins str inputs by value under symbolic values",
+    summary="number arguments become guard leaves; module number attributes and str inputs are pinned by value",
     why=(
         "0.2.6 registers number and str inputs under symbolic values without any check, so a float "
         "reused an int trace and a different str reused a trace branching on the old one."
@@ -71,6 +72,15 @@ def _thunder_general_jit(original):
 )
 def _proxify(original):
     def proxify(self, value):
+        if (
+            compile_data.using_symbolic_values()
+            and isinstance(value.value, (int, float, complex))
+            and not _rooted_in_arguments(value.provenance)
+        ):
+            # A number attribute of the module (a layer index, a config value): constant, as
+            # torch.compile treats module attributes, and pinned by value in the prologue.
+            with constant_values():
+                return original(self, value)
         p = original(self, value)
         recorder = guard_recorder.current()
         if recorder is None or expressions.is_symbolic(p) or getattr(p, "history", None) is None:
@@ -84,6 +94,13 @@ def _proxify(original):
         return p
 
     return proxify
+
+
+def _rooted_in_arguments(provenance) -> bool:
+    """Whether a value comes from the call's arguments (rather than from the jitted module itself)."""
+    while provenance.inputs:
+        provenance = provenance.inputs[0]
+    return provenance.inst in (PseudoInst.INPUT_ARGS, PseudoInst.INPUT_KWARGS)
 
 
 @patch(

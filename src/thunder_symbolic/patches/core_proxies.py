@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from thunder.core import compile_data
 from thunder.core.proxies import CONSTRAINT, IntegerProxy, NumberProxy
 
+from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
 from thunder_symbolic.guards import expressions
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.patches.core_jit_ext import opaque
 from thunder_symbolic.patches.torch_experimental import local_tensor_provenance
-
-
-@contextlib.contextmanager
-def _constant_values():
-    """Trace as under ``cache="constant values"`` for the duration (only the cache option is hidden)."""
-    _, stats = compile_data._compile_data.get()
-    token = compile_data._compile_data.set((None, stats))
-    try:
-        yield
-    finally:
-        compile_data._compile_data.reset(token)
 
 
 @patch(
@@ -43,17 +31,17 @@ def _tensorproxy(original):
             return original(t, name=name, history=history)
         if isinstance(t, torch.nn.Parameter):
             # Parameters do not change shape between calls (torch.compile's dynamic=True agrees).
-            with _constant_values():
+            with constant_values():
                 return original(t, name=name, history=history)
         if history is None:
             if isinstance(t, FakeTensor):
                 # The output of a meta function run on fake tensors (DTensor ops): the fake run converted
                 # every input size to an int, which pinned it, so these sizes are constants of the trace.
-                with _constant_values():
+                with constant_values():
                     return original(t, name=name, history=None)
             # Nothing in the prologue can re-derive these dims: they are produced by the computation,
             # so they are symbolic without provenance.
-            with _constant_values():
+            with constant_values():
                 static = original(t, name=None, history=None)
             dims = tuple(IntegerProxy(None, s, constraint=CONSTRAINT.CONSTRAINABLE) for s in t.shape)
             return static.replace(shape=dims, name=name)
@@ -159,3 +147,16 @@ for _helper in ("_elementwise_binary_helper", "_elementwise_unary_helper"):
         upstream="Lightning-AI/lightning-thunder#463",
     )(lambda original: _derive(original.__func__))
 del _helper
+
+
+@patch(
+    "thunder.core.proxies:StringProxy.__ne__",
+    summary="`!=` on a str input is the negation of `==` (Proxy's __ne__ raises NotImplementedError)",
+    why="transformers compares str arguments with `!=`; under symbolic values str inputs are StringProxies.",
+    upstream="Lightning-AI/lightning-thunder#2795",
+)
+def _string_ne(original):
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    return __ne__
