@@ -100,6 +100,23 @@ def resolve_defaults(args: argparse.Namespace, device: torch.device) -> argparse
     return args
 
 
+def unsupported(args, world_size: int) -> str | None:
+    """Combinations that fail in lightning-thunder 0.2.6 itself (with either cache option), said up front."""
+    if args.mode != "thunderjit":
+        return None
+    if world_size > 1:
+        return (
+            "--mode thunderjit with tensor parallelism fails in lightning-thunder 0.2.6's DTensor support "
+            "(sharding propagation of the row-parallel matmul sees a doubled global shape); use --mode thunder"
+        )
+    if args.kv_cache == "dynamic":
+        return (
+            "--mode thunderjit cannot run transformers' DynamicCache on lightning-thunder 0.2.6 (the traced "
+            "program indexes a cache layer that is still empty); use --kv-cache static or --mode thunder"
+        )
+    return None
+
+
 # --- Distributed set-up ----------------------------------------------------------------------------
 
 
@@ -506,6 +523,9 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message=".*symbolic values.*highly experimental")
     ctx = setup_distributed(device.type)
     try:
+        reason = unsupported(args, ctx.world_size)
+        if reason is not None:
+            raise SystemExit(f"benchmark_inference.py: {reason}")
         torch.manual_seed(args.seed)
         config = load_config(args)
         caches = list(CACHE_OPTIONS) if args.compare_cache else [args.thunder_cache]

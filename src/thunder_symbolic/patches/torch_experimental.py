@@ -11,6 +11,7 @@ from thunder.core.pytree import tree_flatten
 
 from thunder_symbolic._registry import patch
 from thunder_symbolic.guards import recorder as guard_recorder
+from thunder_symbolic.patches.core_jit_ext import opaque
 
 # (local tensor, its provenance) while proxify_dtensor proxies a DTensor input's local tensor.
 local_tensor_provenance: contextvars.ContextVar[tuple | None] = contextvars.ContextVar(
@@ -65,3 +66,20 @@ def _run_with_fake_tensor(original):
         return original(torch_op, *args, **kwargs)
 
     return run_with_fake_tensor
+
+
+def _native_property(original: property) -> property:
+    return property(opaque(lambda self: original.fget(self)), doc=original.__doc__)
+
+
+for _name in ("placements", "device_mesh"):
+    patch(
+        f"thunder.torch.experimental.dtensor_proxy:DTensorProxy.{_name}",
+        summary=f"DTensorProxy.{_name} is read natively when traced code asks for it",
+        why=(
+            "Interpreting the property's body reached the spec proxy's __dict__, which failed with "
+            "\"'object' object has no attribute '__dict__'\" (ColwiseParallel's output hook under thunder.jit)."
+        ),
+        upstream="Lightning-AI/lightning-thunder#463",
+    )(_native_property)
+del _name

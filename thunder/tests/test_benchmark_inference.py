@@ -1,0 +1,51 @@
+"""CPU smoke test of the inference benchmark: 2 ranks over gloo, a growing KV cache, both thunder caches."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from thunder_symbolic.testing import run_python, run_torchrun
+
+BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "benchmark_inference.py"
+
+
+def run_benchmark(tmp_path, *flags, nproc=2):
+    code = f"""
+    import sys
+    sys.argv = ["benchmark_inference.py", *{list(flags)!r}, "--save-results", "--output-dir", {str(tmp_path)!r}]
+    sys.path.insert(0, {str(BENCHMARK.parent)!r})
+    import benchmark_inference
+    sys.exit(benchmark_inference.main())
+    """
+    result = run_torchrun(code, nproc=nproc, timeout=900)
+    assert result.returncode == 0, result.stderr[-4000:]
+    (report,) = tmp_path.glob("inference_*.json")
+    return json.loads(report.read_text()), result
+
+
+@pytest.mark.distributed
+def test_symbolic_values_never_recompile_in_later_decode(tmp_path):
+    report, result = run_benchmark(
+        tmp_path, "--mode", "thunder", "--compare-cache", "--num-layers", "1", "--output-length", "5",
+        "--num-iterations", "1", "--warmup-iterations", "0",
+    )
+    runs = {run["thunder_cache"]: run for run in report["runs"]}
+    assert report["config"]["world_size"] == 2 and report["config"]["kv_cache"] == "dynamic"
+    assert runs["symbolic values"]["compile"]["recompiles_later_decode"] == 0
+    assert runs["constant values"]["compile"]["recompiles_later_decode"] > 0
+    assert all(run["verify"]["matches_eager"] for run in runs.values())
+    assert "recompiles excluding initial" in result.stdout
+
+
+def test_unsupported_combination_fails_with_a_clear_message(tmp_path):
+    code = f"""
+    import sys
+    sys.path.insert(0, {str(BENCHMARK.parent)!r})
+    import benchmark_inference
+    sys.exit(benchmark_inference.main(["--mode", "thunderjit", "--kv-cache", "dynamic"]))
+    """
+    result = run_python(code)
+    assert result.returncode != 0
+    assert "--mode thunderjit cannot run transformers' DynamicCache" in result.stderr
+    assert "Traceback" not in result.stderr
