@@ -73,15 +73,19 @@ def check_against_eager(
     """Run ``fn`` eagerly and under ``thunder.jit(fn, cache=cache)`` for each argument set and compare.
 
     Each argument set is deep-copied for each run, so in-place functions see fresh inputs. When
-    ``compiles`` is given, ``thunder.cache_misses`` must equal it at the end. Returns the jitted function.
+    ``compiles`` is given, ``thunder.cache_misses`` must equal it at the end. After every call the traces
+    that ran are validated (:func:`thunder_symbolic.validate.validate_traces_of`). Returns the jitted function.
     """
     import thunder
+
+    from thunder_symbolic.validate import validate_traces_of
 
     jfn = thunder.jit(fn, cache=cache, **jit_kwargs)
     for i, args in enumerate(arg_sets):
         expected = _call(fn, copy.deepcopy(args))
         actual = _call(jfn, copy.deepcopy(args))
         assert_same(actual, expected, path=f"call {i} output", rtol=rtol, atol=atol)
+        validate_traces_of(jfn)
     if compiles is not None:
         misses = thunder.cache_misses(jfn)
         if misses != compiles:

@@ -229,3 +229,56 @@ def test_linear_module_keeps_static_parameter_shapes():
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
     jm = check_against_eager(model, rows(3, 5, 7, 2, cols=8), compiles=1)
     assert thunder.cache_hits(jm) == 3
+
+
+# --- Dims computed by meta functions are produced in the trace -------------------------------------
+
+
+def test_numel_of_a_concatenation():
+    check_against_eager(lambda x: torch.cat([x, x]).numel() * x.sum(), rows(3, 5, 7), compiles=1)
+
+
+def test_numel_of_a_slice():
+    check_against_eager(lambda x: x[1:].numel() * 2, rows(3, 5, 7), compiles=1)
+
+
+def test_numel_after_reshape():
+    def f(x):
+        y = x.reshape(-1)
+        return y * y.numel()
+
+    check_against_eager(f, rows(3, 5, 7), compiles=1)
+
+
+def test_size_unpacking_and_iteration():
+    def f(x):
+        rows_, cols = x.size()
+        return x * rows_ + cols, sum(r for r in x[:2])
+
+    check_against_eager(f, rows(3, 5, 7), compiles=1)
+
+
+def test_embedding_then_linear():
+    model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 3))
+    check_against_eager(model, [(torch.randint(0, 10, (1, n)),) for n in (3, 5, 7)], compiles=1)
+
+
+def test_integer_arange_of_sizes_and_int_arguments():
+    def f(x, n):
+        return torch.arange(x.shape[0] + 1) * 2, torch.arange(n, 0, -3), torch.arange(2, x.shape[0], 2)
+
+    check_against_eager(f, [(torch.randn(m, 2), k) for m, k in ((5, 7), (8, 9), (12, 4), (6, 10))], compiles=1)
+
+
+def test_gradients_through_a_slice_with_varying_shapes():
+    def f(x):
+        return (x[1:] * x.shape[0]).sum()
+
+    jf = thunder.jit(f, cache="symbolic values")
+    for n in (3, 5, 4):
+        x = torch.randn(n, 3, requires_grad=True)
+        x_ref = x.detach().clone().requires_grad_()
+        jf(x).backward()
+        f(x_ref).backward()
+        torch.testing.assert_close(x.grad, x_ref.grad)
+    assert thunder.cache_misses(jf) == 1

@@ -10,6 +10,7 @@ from thunder_symbolic.patches import (
     core_interpreter,  # noqa: F401  thunder/core/interpreter.py
     core_jit_ext,  # noqa: F401  thunder/core/jit_ext.py
     core_proxies,  # noqa: F401  thunder/core/proxies.py
+    core_symbol,  # noqa: F401  thunder/core/symbol.py
     dynamo_utils,  # noqa: F401  thunder/dynamo/utils.py
     thunder_init,  # noqa: F401  thunder/__init__.py
     torch_experimental,  # noqa: F401  thunder/torch/experimental/

@@ -1,0 +1,52 @@
+"""Patches of ``thunder/core/symbol.py``: every dynamic dim a trace uses is produced in that trace."""
+
+from __future__ import annotations
+
+from thunder.core import compile_data, prims
+from thunder.core.proxies import NumberProxy, TensorProxy
+from thunder.core.pytree import tree_flatten
+from thunder.core.trace import get_tracectx
+
+from thunder_symbolic._registry import patch
+
+_PRODUCED = "_thunder_symbolic_produced"
+
+
+def _needs_producer(dim) -> bool:
+    # Input dims have provenance (the prologue unpacks them); dims computed by meta functions have none.
+    return isinstance(dim, NumberProxy) and dim.history is None and not getattr(dim, _PRODUCED, False)
+
+
+def materialize_dims(trace, outputs) -> None:
+    """Mark the numbers in ``outputs`` produced; bind ``prims.shape`` for tensors with unproduced dims."""
+    for out in outputs:
+        if isinstance(out, NumberProxy):
+            object.__setattr__(out, _PRODUCED, True)
+        elif isinstance(out, TensorProxy) and any(_needs_producer(d) for d in out._shape):
+            # Dims produced elsewhere appear as their int value, which the trace prints as `_`.
+            fresh = tuple(d if _needs_producer(d) else getattr(d, "value", d) for d in out._shape)
+            trace.bound_symbols.append(prims.shape.bind(out, output=fresh))
+            for d in fresh:
+                if isinstance(d, NumberProxy):
+                    object.__setattr__(d, _PRODUCED, True)
+
+
+@patch(
+    "thunder.core.symbol:Symbol.__call__",
+    summary="after a top-level symbol returns a tensor with new symbolic dims, binds prims.shape to produce them",
+    why=(
+        "Dims computed inside meta functions (outputs of cat, slicing, reshape) were NumberProxies nothing "
+        "produced: using them (numel(), size arithmetic) failed while building the prologue ('has history None')."
+    ),
+    upstream="Lightning-AI/lightning-thunder#2746, #471",
+)
+def _symbol_call(original):
+    def __call__(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        if compile_data.using_symbolic_values():
+            trace = get_tracectx()
+            if trace is not None and trace.peek_scope() is trace.bound_symbols:
+                materialize_dims(trace, tree_flatten(result)[0])
+        return result
+
+    return __call__
