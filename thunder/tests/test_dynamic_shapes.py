@@ -282,3 +282,37 @@ def test_gradients_through_a_slice_with_varying_shapes():
         f(x_ref).backward()
         torch.testing.assert_close(x.grad, x_ref.grad)
     assert thunder.cache_misses(jf) == 1
+
+
+# --- Number operations on symbolic ints (and floats): Python's results, one compile ------------------
+
+NUMBER_ARGS = [(7, 2), (9, 4), (17, 5), (-6, 4)]
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, b: (a // b, a % b, -a, +a, abs(a - 10)),
+        lambda a, b: (a << b, a >> b, ~a),
+        lambda a, b: (round(a / b), math.ceil(a / b), math.floor(a / b), math.trunc(a / b)),
+        lambda a, b: (a + b) * 2 - b,
+    ],
+    ids=["floordiv-mod-neg-pos-abs", "shifts-invert", "round-ceil-floor-trunc", "arithmetic"],
+)
+def test_number_operations_on_int_arguments(fn):
+    check_against_eager(fn, NUMBER_ARGS, compiles=1)
+
+
+def test_float_floordiv_and_mod_recompile_on_type_change():
+    check_against_eager(lambda a, b: (a // b, a % b), [(7, 2), (7.5, 2.0), (9, 4), (1.5, 0.5)], compiles=2)
+
+
+def test_results_returned_as_a_tuple_are_not_pinned():
+    check_against_eager(lambda a, b: (a % b, a + b), NUMBER_ARGS, compiles=1)
+
+
+def test_sym_max_and_sym_min_stay_symbolic():
+    def f(x, n):
+        return x[: torch.sym_max(n, 2)] * torch.sym_min(n, 3)
+
+    check_against_eager(f, [(torch.randn(6, 2), k) for k in (1, 3, 4, 5)], compiles=1)

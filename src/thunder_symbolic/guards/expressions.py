@@ -101,6 +101,7 @@ BINARY_TEMPLATES: dict[Callable, str] = {
     builtins.divmod: "divmod({}, {})",
     builtins.max: "max({}, {})",
     builtins.min: "min({}, {})",
+    builtins.round: "round({}, {})",
 }
 UNARY_TEMPLATES: dict[Callable, str] = {
     operator.neg: "(-{})",

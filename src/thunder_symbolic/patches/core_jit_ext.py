@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import partial
+
+import torch
 from thunder.core import compile_data
 from thunder.core.interpreter import PseudoInst, interpreter_needs_wrap
 from thunder.core.proxies import NumberProxy, StringProxy, variableify
@@ -11,6 +14,7 @@ from thunder_symbolic._registry import patch
 from thunder_symbolic.guards import expressions
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards.prologue import check_symbolic_guards
+from thunder_symbolic.number_ops import apply_number_op
 
 UPSTREAM = "Lightning-AI/lightning-thunder#463"
 _OPAQUE = "_thunder_symbolic_opaque"
@@ -37,12 +41,15 @@ class _LookasideMap(dict):
 
 @patch(
     "thunder.core.jit_ext:_general_jit_lookaside_map",
-    summary="calls the patch set's guard-recording functions natively instead of interpreting them",
+    summary="guard-recording functions run natively instead of interpreted; torch.sym_max/sym_min stay symbolic",
     why="They run inside NumberProxy methods that traced code reaches; interpreting them would trace them.",
     upstream=UPSTREAM,
 )
 def _lookaside_map(original):
-    return _LookasideMap(original)
+    lookasides = _LookasideMap(original)
+    for fn, op in ((torch.sym_max, "max"), (torch.sym_min, "min")):
+        lookasides[fn] = interpreter_needs_wrap(partial(apply_number_op, op))
+    return lookasides
 
 
 @patch(
@@ -136,15 +143,23 @@ def _propagate_constraints(original):
     return propagate_constraints
 
 
-@patch(
-    "thunder.core.jit_ext:unpack_inputs",
-    summary="builds the prologue with guard recording paused",
-    why="Building the prologue touches the input proxies; that is not an observation of the user's program.",
-    upstream=UPSTREAM,
-)
-def _unpack_inputs(original):
-    def unpack_inputs(*args, **kwargs):
+def _without_recording(original):
+    def run_unrecorded(*args, **kwargs):
         with guard_recorder.paused():
             return original(*args, **kwargs)
 
-    return unpack_inputs
+    run_unrecorded.__name__ = original.__name__
+    return run_unrecorded
+
+
+for _name in ("unpack_inputs", "process_recorded_modifications", "build_value_from_wrapped"):
+    patch(
+        f"thunder.core.jit_ext:{_name}",
+        summary=f"{_name} runs with guard recording paused",
+        why=(
+            "It runs after the user's program was traced (building the prologue, the epilogue's outputs); "
+            "what it does with the proxies (hashing them, say) is not an observation of that program."
+        ),
+        upstream=UPSTREAM,
+    )(_without_recording)
+del _name

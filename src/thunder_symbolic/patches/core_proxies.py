@@ -5,12 +5,13 @@ from __future__ import annotations
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from thunder.core import compile_data
-from thunder.core.proxies import CONSTRAINT, IntegerProxy, NumberProxy
+from thunder.core.proxies import CONSTRAINT, FloatProxy, IntegerProxy, NumberProxy, TensorProxy
 
 from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
 from thunder_symbolic.guards import expressions
 from thunder_symbolic.guards import recorder as guard_recorder
+from thunder_symbolic.number_ops import apply_number_op
 from thunder_symbolic.patches.core_jit_ext import opaque
 from thunder_symbolic.patches.torch_experimental import local_tensor_provenance
 
@@ -160,3 +161,57 @@ def _string_ne(original):
         return not self.__eq__(other)
 
     return __ne__
+
+
+# --- Number operations 0.2.6 lacks or gets wrong: computed with Python's own semantics ---------------
+
+
+def _number_method(op: str, *, reflected: bool = False, floats_only: bool = False):
+    def make(original):
+        @opaque
+        def method(self, *other):
+            operands = (*other, self) if reflected else (self, *other)
+            if floats_only and not any(isinstance(o, (float, FloatProxy)) for o in operands):
+                return original(self, *other)
+            if any(isinstance(o, TensorProxy) for o in operands):
+                return original(self, *other)
+            return apply_number_op(op, *operands)
+
+        method.__name__ = original.__name__
+        method.__doc__ = (
+            f"Replaces NumberProxy.{original.__name__}: computes Python's {op} through python_number_op, "
+            "because 0.2.6 raises, returns the wrong type, or cannot decompose it for these operands."
+        )
+        return method
+
+    return make
+
+
+for _method, _op, _options in (
+    ("__lshift__", "lshift", {}),
+    ("__rlshift__", "lshift", {"reflected": True}),
+    ("__rshift__", "rshift", {}),
+    ("__rrshift__", "rshift", {"reflected": True}),
+    ("__pos__", "pos", {}),
+    ("__invert__", "invert", {}),
+    ("__round__", "round", {}),
+    ("__ceil__", "ceil", {}),
+    ("__floor__", "floor", {}),
+    ("__trunc__", "trunc", {}),
+    ("__floordiv__", "floordiv", {"floats_only": True}),
+    ("__rfloordiv__", "floordiv", {"reflected": True, "floats_only": True}),
+    ("__mod__", "mod", {"floats_only": True}),
+    ("__rmod__", "mod", {"reflected": True, "floats_only": True}),
+):
+    patch(
+        f"thunder.core.proxies:NumberProxy.{_method}",
+        summary=f"NumberProxy.{_method} computes Python's {_op}"
+        + (" (for float operands)" if _options.get("floats_only") else ""),
+        why=(
+            "0.2.6 raises NotImplementedError for shifts, has no method for unary +, returns floats from "
+            "round/ceil/floor/trunc, and cannot decompose // and % of floats (Number x Number where)."
+        ),
+        upstream="Lightning-AI/lightning-thunder#2779",
+        replaces=True,
+    )(_number_method(_op, **_options))
+del _method, _op, _options

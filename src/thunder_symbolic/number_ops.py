@@ -1,0 +1,67 @@
+"""Python number operations on symbolic numbers, with exactly Python's semantics.
+
+thunder 0.2.6 lacks several operations on NumberProxies (``<<``, ``>>``, unary ``+``, ``round``,
+``math.ceil``/``floor``/``trunc`` returning ints, ``//`` and ``%`` on floats, ``torch.sym_max``). One
+operator covers them all: it records the operation by name in the trace, its meta function computes the
+traced value with the Python function itself (so the result type is Python's), and at run time the
+same Python function runs on the real numbers. The result carries its expression for guards.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+from typing import Any
+
+from thunder.core.proxies import NumberProxy, numberproxy
+from thunder.core.trace import get_tracectx
+from thunder.core.utils import resolve_constraints
+from thunder.executors.pythonex import ex as pythonex
+
+from thunder_symbolic.guards import expressions
+
+__all__ = ["OPERATIONS", "python_number_op", "apply_number_op"]
+
+OPERATIONS: dict[str, Any] = {
+    "lshift": operator.lshift,
+    "rshift": operator.rshift,
+    "pos": operator.pos,
+    "invert": operator.inv,
+    "round": builtins.round,
+    "ceil": math.ceil,
+    "floor": math.floor,
+    "trunc": math.trunc,
+    "floordiv": operator.floordiv,
+    "mod": operator.mod,
+    "max": builtins.max,
+    "min": builtins.min,
+}
+
+
+def _value(x: Any) -> Any:
+    return x.value if isinstance(x, NumberProxy) else x
+
+
+def _meta(name: str, *operands) -> NumberProxy:
+    value = OPERATIONS[name](*(_value(o) for o in operands))
+    return numberproxy(type(value), value, constraint=resolve_constraints(*operands))
+
+
+def _impl(name: str, *operands):
+    return OPERATIONS[name](*operands)
+
+
+python_number_op = pythonex.register_operator("python_number_op", meta=_meta, fn=_impl)
+pythonex.register_implementation(python_number_op, python_number_op, checker=lambda *args: True)
+
+
+def apply_number_op(name: str, *operands):
+    """``OPERATIONS[name](*operands)``: recorded in the trace when tracing, else computed directly."""
+    if get_tracectx() is None or not any(isinstance(o, NumberProxy) for o in operands):
+        return OPERATIONS[name](*(_value(o) for o in operands))
+    result = python_number_op(name, *operands)
+    expr = expressions.apply(OPERATIONS[name], operands)
+    if expr is not None:
+        expressions.attach(result, expr)
+    return result
