@@ -1,0 +1,115 @@
+"""A model-sized check: a 2-layer Llama-style decoder decoding with a growing KV cache.
+
+Parameters (static shapes), RMSNorm, rotary embeddings computed from a symbolic position, causal
+attention over a KV cache that grows by one token per step: every step's logits equal eager's, and all
+16 decode steps share one compiled program.
+"""
+
+import math
+
+import thunder
+import torch
+from torch import nn
+
+from thunder_symbolic.testing import assert_same
+from thunder_symbolic.validate import validate_traces_of
+
+DIM, HEADS, VOCAB, LAYERS = 32, 4, 64, 2
+HEAD_DIM = DIM // HEADS
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate(x, cos, sin):
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(DIM, 3 * DIM, bias=False)
+        self.out = nn.Linear(DIM, DIM, bias=False)
+
+    def forward(self, x, cos, sin, k_cache, v_cache):
+        batch, length, _ = x.shape
+        q, k, v = self.qkv(x).view(batch, length, 3, HEADS, HEAD_DIM).permute(2, 0, 3, 1, 4)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        k = torch.cat([k_cache, k], dim=2)
+        v = torch.cat([v_cache, v], dim=2)
+        total = k.shape[2]
+        scores = q @ k.transpose(-1, -2) / math.sqrt(HEAD_DIM)
+        causal = torch.ones(length, total, dtype=torch.bool).tril(total - length)
+        scores = scores.masked_fill(~causal, float("-inf"))
+        y = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(batch, length, DIM)
+        return self.out(y), k, v
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm1, self.norm2 = RMSNorm(DIM), RMSNorm(DIM)
+        self.attn = Attention()
+        self.mlp = nn.Sequential(nn.Linear(DIM, 2 * DIM), nn.SiLU(), nn.Linear(2 * DIM, DIM))
+
+    def forward(self, x, cos, sin, k_cache, v_cache):
+        attended, k, v = self.attn(self.norm1(x), cos, sin, k_cache, v_cache)
+        x = x + attended
+        return x + self.mlp(self.norm2(x)), k, v
+
+
+class Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, DIM)
+        self.blocks = nn.ModuleList(Block() for _ in range(LAYERS))
+        self.norm = RMSNorm(DIM)
+        self.head = nn.Linear(DIM, VOCAB, bias=False)
+        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, HEAD_DIM, 2).float() / HEAD_DIM))
+
+    def forward(self, tokens, position, caches):
+        positions = torch.arange(position, position + tokens.shape[1]).float()
+        freqs = torch.outer(positions, self.inv_freq)
+        cos, sin = freqs.cos(), freqs.sin()
+        x = self.embed(tokens)
+        new_caches = []
+        for block, (k_cache, v_cache) in zip(self.blocks, caches):
+            x, k, v = block(x, cos, sin, k_cache, v_cache)
+            new_caches.append((k, v))
+        return self.head(self.norm(x)), new_caches
+
+
+def generate(model, prompt, steps):
+    """Greedy decoding; yields the logits of the prefill and of every decode step."""
+    caches = [(torch.zeros(1, HEADS, 0, HEAD_DIM), torch.zeros(1, HEADS, 0, HEAD_DIM)) for _ in range(LAYERS)]
+    tokens, position = prompt, 0
+    for _ in range(steps + 1):
+        logits, caches = model(tokens, position, caches)
+        yield logits
+        position += tokens.shape[1]
+        tokens = logits[:, -1:].argmax(-1)
+
+
+def test_decoder_decodes_16_steps_with_one_compile():
+    torch.manual_seed(0)
+    model = Decoder().eval()
+    jmodel = thunder.jit(model, cache="symbolic values")
+    prompt = torch.randint(0, VOCAB, (1, 5))
+    compiles_after_prefill = None
+    with torch.no_grad():
+        for step, (actual, expected) in enumerate(zip(generate(jmodel, prompt, 16), generate(model, prompt, 16))):
+            assert_same(actual, expected, path=f"step {step} logits", rtol=1e-4, atol=1e-4)
+            validate_traces_of(jmodel)
+            if step == 0:
+                compiles_after_prefill = thunder.cache_misses(jmodel)
+    assert compiles_after_prefill == 1
+    assert thunder.cache_misses(jmodel) - compiles_after_prefill == 1, "decode steps must share one program"
