@@ -215,3 +215,4 @@ for _method, _op, _options in (
         replaces=True,
     )(_number_method(_op, **_options))
 del _method, _op, _options
+
