@@ -1,7 +1,7 @@
 # Every target builds (or reuses) the cached environment first: see scripts/venv.sh.
 PY := .venv/bin/python
 
-.PHONY: venv test bench demo status
+.PHONY: venv test bench fuzz demo status
 
 venv:
 	./scripts/venv.sh
@@ -13,6 +13,10 @@ test: venv
 bench: venv
 	OMP_NUM_THREADS=1 .venv/bin/torchrun --nproc-per-node 2 thunder/benchmarks/benchmark_inference.py \
 		--mode thunder --compare-cache --save-results --output-dir results
+
+# The long fuzzing profile (random programs; THUNDER_SYMBOLIC_FUZZ_EXAMPLES, default 2000).
+fuzz: venv
+	THUNDER_SYMBOLIC_FUZZ=long $(PY) -m pytest -s -p no:warnings thunder/tests/test_fuzz_dynamic_shapes.py
 
 demo: venv
 	$(PY) examples/decode_demo.py

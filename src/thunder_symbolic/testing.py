@@ -26,23 +26,31 @@ SYMBOLIC = "symbolic values"
 
 
 def assert_same(
-    actual: Any, expected: Any, *, path: str = "output", rtol: float | None = None, atol: float | None = None
+    actual: Any,
+    expected: Any,
+    *,
+    path: str = "output",
+    rtol: float | None = None,
+    atol: float | None = None,
+    equal_nan: bool = False,
 ):
     """Assert ``actual`` equals ``expected``: same structure, tensors close, numbers/bools/strings exact."""
     if isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor):
             raise AssertionError(f"{path}: expected a tensor, got {type(actual).__name__} {actual!r}")
-        torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, msg=lambda m: f"{path}: {m}")
+        torch.testing.assert_close(
+            actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan, msg=lambda m: f"{path}: {m}"
+        )
     elif isinstance(expected, (tuple, list)):
         if type(actual) is not type(expected) or len(actual) != len(expected):
             raise AssertionError(f"{path}: expected {type(expected).__name__} of {len(expected)}, got {actual!r}")
         for i, (a, e) in enumerate(zip(actual, expected)):
-            assert_same(a, e, path=f"{path}[{i}]", rtol=rtol, atol=atol)
+            assert_same(a, e, path=f"{path}[{i}]", rtol=rtol, atol=atol, equal_nan=equal_nan)
     elif isinstance(expected, Mapping):
         if not isinstance(actual, Mapping) or actual.keys() != expected.keys():
             raise AssertionError(f"{path}: expected keys {list(expected)}, got {actual!r}")
         for k in expected:
-            assert_same(actual[k], expected[k], path=f"{path}[{k!r}]", rtol=rtol, atol=atol)
+            assert_same(actual[k], expected[k], path=f"{path}[{k!r}]", rtol=rtol, atol=atol, equal_nan=equal_nan)
     else:
         # torch.Size is a tuple subclass: compare shapes as tuples of ints.
         if type(actual) is not type(expected) or actual != expected:

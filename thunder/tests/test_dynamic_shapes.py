@@ -316,3 +316,28 @@ def test_sym_max_and_sym_min_stay_symbolic():
         return x[: torch.sym_max(n, 2)] * torch.sym_min(n, 3)
 
     check_against_eager(f, [(torch.randn(6, 2), k) for k in (1, 3, 4, 5)], compiles=1)
+
+
+# --- Regressions found by the differential fuzzer (test_fuzz_dynamic_shapes.py) ----------------------
+
+
+def test_fuzz_loop_bound_by_min_of_int_and_constant_pins_the_min_not_the_int():
+    def f(x, k):
+        for _ in range(min(k, 3)):
+            x = x * 2 + 1
+        return x
+
+    x = torch.randn(2, 1)
+    check_against_eager(f, [(x, 0), (x, 3), (x, 4), (x, 7)], compiles=2)
+
+
+def test_fuzz_reshape_with_minus_one_and_a_zero_size_raises_runtime_error():
+    def f(x):
+        return x.flatten().reshape(x.shape[0], -1)
+
+    jf = thunder.jit(f, cache="symbolic values")
+    with pytest.raises(RuntimeError):
+        f(torch.randn(0, 3))
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        jf(torch.randn(0, 3))
+    check_against_eager(f, rows(2, 4))

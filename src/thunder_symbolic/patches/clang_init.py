@@ -36,3 +36,28 @@ def _arange(original):
         return prims.iota(length, start=start, step=step, device=device, dtype=dtype or dtypes.int64)
 
     return arange
+
+
+@patch(
+    "thunder.clang:reshape",
+    summary="reshaping to a shape with -1 and another zero size raises torch's RuntimeError",
+    why=(
+        "0.2.6 infers the -1 size by dividing by the other sizes and raised ZeroDivisionError where torch "
+        "raises RuntimeError (found by the differential fuzzer: rows that become 0)."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _reshape(original):
+    def reshape(a, shape):
+        if any(isinstance(length, int) and length == -1 for length in shape):
+            known = 1
+            for length in shape:
+                if not (isinstance(length, int) and length == -1):
+                    known = known * length
+            if known == 0:
+                raise RuntimeError(
+                    f"cannot reshape into shape {list(shape)}: the size for -1 is ambiguous when another size is 0"
+                )
+        return original(a, shape)
+
+    return reshape

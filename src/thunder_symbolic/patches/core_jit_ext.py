@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from functools import partial
 
 import torch
@@ -41,7 +42,7 @@ class _LookasideMap(dict):
 
 @patch(
     "thunder.core.jit_ext:_general_jit_lookaside_map",
-    summary="guard-recording functions run natively instead of interpreted; torch.sym_max/sym_min stay symbolic",
+    summary="guard recorders run natively, not interpreted; min/max of two numbers and torch.sym_max/min stay symbolic",
     why="They run inside NumberProxy methods that traced code reaches; interpreting them would trace them.",
     upstream=UPSTREAM,
 )
@@ -49,7 +50,18 @@ def _lookaside_map(original):
     lookasides = _LookasideMap(original)
     for fn, op in ((torch.sym_max, "max"), (torch.sym_min, "min")):
         lookasides[fn] = interpreter_needs_wrap(partial(apply_number_op, op))
+    for fn, op in ((builtins.max, "max"), (builtins.min, "min")):
+        lookasides[fn] = interpreter_needs_wrap(partial(_min_max_of_two_numbers, fn, op))
     return lookasides
+
+
+def _min_max_of_two_numbers(builtin, op, *args, **kwargs):
+    """``min(a, b)``/``max(a, b)`` of numbers stays symbolic (``min(k, 3)``, not a guard on ``k < 3``)."""
+    numbers = (int, float, NumberProxy)
+    if len(args) == 2 and not kwargs and all(isinstance(a, numbers) for a in args):
+        if not isinstance(args[0], bool) and not isinstance(args[1], bool):
+            return apply_number_op(op, *args)
+    return builtin(*args, **kwargs)
 
 
 @patch(
