@@ -1,0 +1,137 @@
+"""Per-call overhead of small dynamic-shape programs: eager, torch.compile, thunder's two caches.
+
+In a decode loop the work per step is small, so the cost of each call is the throughput. Every program
+here runs on a cycle of inputs of different shapes (or int arguments); after a warm-up that compiles
+whatever each mode compiles, steady-state calls are timed, all modes in one process on the same inputs.
+
+    python thunder/benchmarks/benchmark_dispatch.py [--calls 3000] [--only elementwise,matmul] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+import warnings
+from collections.abc import Callable
+
+import thunder
+import torch
+
+import thunder_symbolic
+
+MODES = ("eager", "torch.compile", "thunder constant values", "thunder symbolic values")
+
+
+def elementwise(x):
+    return x * 2 + 1
+
+
+def slice_by_int(x, n):
+    return x[:n] * 2
+
+
+def kv_cache_append(cache, k):
+    return torch.cat([cache, k], dim=1)
+
+
+def matmul(x, w):
+    return x @ w
+
+
+def branch_on_size(x):
+    if x.shape[0] > 8:
+        return x * 2
+    return x - 1
+
+
+def programs() -> dict[str, tuple[Callable, list[tuple]]]:
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16)).eval()
+    w = torch.randn(16, 8)
+    return {
+        "elementwise": (elementwise, [(torch.randn(n, 16),) for n in (3, 5, 7, 9)]),
+        "slice by int": (slice_by_int, [(torch.randn(12, 16), n) for n in (2, 4, 6, 8)]),
+        "KV-cache append": (kv_cache_append, [(torch.randn(1, n, 16), torch.randn(1, 1, 16)) for n in (4, 5, 6, 7)]),
+        "matmul": (matmul, [(torch.randn(n, 16), w) for n in (3, 5, 7, 9)]),
+        "branch on size": (branch_on_size, [(torch.randn(n, 16),) for n in (4, 6, 10, 12)]),
+        "small module": (mlp, [(torch.randn(n, 16),) for n in (3, 5, 7, 9)]),
+    }
+
+
+def compiled(mode: str, fn: Callable) -> Callable:
+    if mode == "eager":
+        return fn
+    if mode == "torch.compile":
+        return torch.compile(fn)
+    return thunder.jit(fn, cache=mode.removeprefix("thunder "))
+
+
+def time_per_call(fn: Callable, inputs: list[tuple], calls: int) -> list[float]:
+    """Microseconds per call, cycling through the inputs; the first rounds warm up (and compile)."""
+    with torch.no_grad():
+        for _ in range(3):
+            for args in inputs:
+                fn(*args)
+        samples = []
+        for i in range(calls):
+            args = inputs[i % len(inputs)]
+            start = time.perf_counter_ns()
+            fn(*args)
+            samples.append((time.perf_counter_ns() - start) / 1e3)
+    return samples
+
+
+def measure(calls: int, only: set[str] | None) -> dict:
+    results = {}
+    for name, (fn, inputs) in programs().items():
+        if only and name not in only:
+            continue
+        row = {}
+        for mode in MODES:
+            samples = time_per_call(compiled(mode, fn), inputs, calls)
+            q1, median, q3 = statistics.quantiles(samples, n=4)
+            row[mode] = {"median_us": median, "iqr_us": q3 - q1}
+        results[name] = row
+    return results
+
+
+def geometric_mean(values) -> float:
+    values = list(values)
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def print_table(results: dict) -> None:
+    header = f"{'program':16}" + "".join(f"{m:>26}" for m in MODES)
+    print(header)
+    for name, row in results.items():
+        cells = "".join(f"{row[m]['median_us']:>14.1f} ±{row[m]['iqr_us']:<9.1f}" for m in MODES)
+        print(f"{name:16}{cells}")
+    means = {m: geometric_mean(row[m]["median_us"] for row in results.values()) for m in MODES}
+    print(f"{'geometric mean':16}" + "".join(f"{means[m]:>14.1f}{'':11}" for m in MODES))
+    print("\nratios of the geometric means (lower is faster):")
+    for m in MODES[1:]:
+        print(f"  {m:26} {means[m] / means['eager']:6.2f} x eager   {means[m] / means['torch.compile']:6.2f} x torch.compile")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--only", default="", help="comma-separated program names")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    only = {name.strip() for name in args.only.split(",") if name.strip()} or None
+    results = measure(args.calls, only)
+    if args.json:
+        print(json.dumps({"thunder_symbolic_active": thunder_symbolic.is_active(), "results": results}, indent=2))
+    else:
+        print(f"thunder-symbolic active: {thunder_symbolic.is_active()}; median µs per call ± IQR\n")
+        print_table(results)
+
+
+if __name__ == "__main__":
+    main()
