@@ -1,23 +1,37 @@
-"""Patches of ``thunder/__init__.py``: record why each cache miss happened."""
+"""Patches of ``thunder/__init__.py``: why each cache miss happened, and a shorter path for cache hits."""
 
 from __future__ import annotations
 
+from thunder.core.options import CACHE_OPTIONS
+
 from thunder_symbolic._registry import patch
 from thunder_symbolic.diagnostics import MissRecordingCache
+from thunder_symbolic.dispatch import fast_call_path
 
 
 @patch(
     "thunder:jit",
-    summary="watches each cached program's prologue so that recompile_reasons() can say why a call missed",
-    why="0.2.6 only counts cache misses; the failed guard and the source line that created it are lost.",
+    summary=(
+        "watches each cached program's prologue (for recompile_reasons()); under symbolic values, cache hits "
+        "take a shorter call path that runs the same checks"
+    ),
+    why=(
+        "0.2.6 only counts cache misses: the failed guard and its source line were lost. And its per-call "
+        "wrappers cost more than the prologue's checks, where decode loops pay them every step."
+    ),
     upstream="Lightning-AI/lightning-thunder#463",
 )
 def _jit(original):
     def jit(fn, /, *args, **kwargs):
         jfn = original(fn, *args, **kwargs)
-        name = getattr(fn, "__qualname__", type(fn).__name__)
-        jfn._lc_cs.interpreter_cache = MissRecordingCache(name, jfn._lc_cs)
-        return jfn
+        cd, cs = jfn._lc_cd, jfn._lc_cs
+        cs.interpreter_cache = MissRecordingCache(getattr(fn, "__qualname__", type(fn).__name__), cs)
+        if cd.cache_option is not CACHE_OPTIONS.SYMBOLIC_VALUES:
+            return jfn
+        if hasattr(jfn, "_forward_fn"):  # a ThunderModule
+            jfn._forward_fn = fast_call_path(jfn._forward_fn, cd, cs)
+            return jfn
+        return fast_call_path(jfn, cd, cs)
 
     jit.__doc__ = original.__doc__
     return jit

@@ -1,0 +1,130 @@
+"""A shorter call path for functions jitted with ``cache="symbolic values"``.
+
+thunder's per-call path wraps the work in several layers (statistics timers, a language context, a
+copy of the cache entry per call) that cost more than the prologue itself. On a cache hit this path
+does the same work without them: the same cache information (default dtype and device, autocast,
+aliasing of the tensor arguments, grad mode), every cached prologue tried newest first — so every
+guard still runs on every call — then the computation and the epilogue, and thunder's statistics.
+Everything else takes thunder's own path: a miss (which compiles), programs with a backward,
+autocast, DDP/FSDP, and calls made while tracing.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import thunder
+import torch
+from thunder.core import compile_data as compile_data_module
+from thunder.core.pytree import tree_flatten
+from thunder.core.trace import is_tracing
+from thunder.executors.torchex import no_autocast
+
+__all__ = ["fast_call_path", "alias_groups", "undecorated"]
+
+_MISSING = object()
+set_grad_enabled = torch._C._set_grad_enabled
+
+
+_LEAVES = (torch.Tensor, int, float, bool)  # flattened as themselves, in order (None is not: it has no leaf)
+
+
+def alias_groups(args, kwargs) -> str:
+    """thunder's ``alias_tensor_indices``: groups of argument tensors sharing a storage, as "0,2-1,3"."""
+    if kwargs or not all(type(a) in _LEAVES for a in args):
+        args, _ = tree_flatten((args, kwargs))
+    tensors = [(i, t) for i, t in enumerate(args) if type(t) is torch.Tensor and t.layout is torch.strided]
+    if len(tensors) < 2:
+        return ""
+    by_storage: dict[int, list[str]] = {}
+    for index, t in tensors:
+        by_storage.setdefault(t.untyped_storage().data_ptr(), []).append(str(index))
+    return "-".join(",".join(group) for group in by_storage.values() if len(group) > 1)
+
+
+# The code objects of torch.no_grad()'s and thunder's no_autocast decorators, to recognize them.
+_NO_GRAD_CODE = torch.no_grad()(lambda: None).__code__
+_NO_AUTOCAST_CODE = no_autocast(lambda: None).__code__
+
+
+def undecorated(computation):
+    """The computation inside thunder's ``@torch.no_grad() @no_autocast`` decorators, or None.
+
+    Entering them costs more than small computations; the caller sets grad mode itself, and autocast
+    is off whenever the short path runs (and was off when the entry was compiled: the prologue checks it).
+    """
+    inner = getattr(computation, "__wrapped__", None)
+    if getattr(computation, "__code__", None) is not _NO_GRAD_CODE or inner is None:
+        return None
+    if getattr(inner, "__code__", None) is not _NO_AUTOCAST_CODE:
+        return None
+    return getattr(inner, "__wrapped__", None)
+
+
+def fast_call_path(thunder_call, compile_data, stats):
+    """Wrap ``thunder_call`` (what ``thunder.jit`` built) with the shorter path for cache hits."""
+    distributed = getattr(compile_data.fn, "use_ddp", False) or getattr(compile_data.fn, "use_fsdp", False)
+    check_aliases = not compile_data.compile_options.get("skip_inplace_alias_updates", False)
+    cache_info_ctx = thunder._cache_info_ctx
+    raw_computations: dict = {}
+    compile_data_ctx, compile_data_and_stats = compile_data_module._compile_data, (compile_data, stats)
+
+    @functools.wraps(thunder_call)
+    def call(*args, **kwargs):
+        if distributed or is_tracing() or torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled():
+            return thunder_call(*args, **kwargs)
+        grad_enabled = torch.is_grad_enabled()
+        cache_info = {
+            "default_dtype": torch.get_default_dtype(),
+            "default_device": torch.get_default_device(),
+            "is_autocast_enabled": False,
+            "is_grad_enabled": grad_enabled,
+            "no_grad_sync": False,
+        }
+        if check_aliases:
+            cache_info["alias_tensor_indices"] = alias_groups(args, kwargs)
+        token = cache_info_ctx.set(cache_info)
+        data_token = compile_data_ctx.set(compile_data_and_stats)  # prologues of modules read it
+        try:
+            for entry in reversed(stats.interpreter_cache):
+                if entry.backward_fn is not None:
+                    return thunder_call(*args, **kwargs)  # autograd: thunder's path connects it
+                try:
+                    inputs, to_epilogue = entry.prologue_fn(*args, **kwargs)
+                except Exception:  # noqa: BLE001  (as thunder: a failing check means "not this entry")
+                    continue
+                break
+            else:
+                rejections = getattr(stats.interpreter_cache, "rejections", None)
+                if rejections is not None:
+                    rejections.clear()  # thunder's path tries the entries again and records why they fail
+                return thunder_call(*args, **kwargs)
+        finally:
+            compile_data_ctx.reset(data_token)
+            cache_info_ctx.reset(token)
+
+        stats.calls += 1
+        stats.cache_hits += 1
+        stats.last_traces = entry.computation_traces
+        stats.last_prologue_traces = entry.prologue_traces
+        stats.last_prologue = entry.prologue_fn
+        stats.last_computation = entry.computation_fn
+        stats.last_interpreted_instructions = None
+        stats.last_interpreter_log = None
+        compile_data.is_grad_enabled = grad_enabled
+        computation = raw_computations.get(entry.computation_fn, _MISSING)
+        if computation is _MISSING:
+            computation = raw_computations[entry.computation_fn] = undecorated(entry.computation_fn)
+        if computation is None:
+            outputs = entry.computation_fn(*inputs)
+        else:
+            set_grad_enabled(False)
+            try:
+                outputs = computation(*inputs)
+            finally:
+                set_grad_enabled(grad_enabled)
+        result = entry.epilogue_fn(*to_epilogue, *outputs)
+        set_grad_enabled(compile_data.is_grad_enabled)
+        return result
+
+    return call

@@ -1,0 +1,87 @@
+"""The short call path for cache hits under symbolic values: same checks, same results, thunder's stats."""
+
+import pytest
+import thunder
+import torch
+from thunder.core.pytree import tree_flatten
+
+from thunder_symbolic.dispatch import alias_groups
+from thunder_symbolic.testing import check_against_eager
+
+
+def thunder_alias_groups(args, kwargs):
+    """thunder 0.2.6's definition, restated: argument tensors grouped by storage, in flattening order."""
+    flat, _ = tree_flatten((args, kwargs))
+    groups = {}
+    for i, t in enumerate(flat):
+        if type(t) is torch.Tensor and t.layout is torch.strided:
+            groups.setdefault(t.untyped_storage().data_ptr(), []).append(i)
+    return "-".join(",".join(map(str, g)) for g in groups.values() if len(g) > 1)
+
+
+@pytest.mark.parametrize(
+    "make_args",
+    [
+        lambda a, b: ((a, b), {}),
+        lambda a, b: ((a, a[1:], b, a.view(-1)), {}),
+        lambda a, b: ((None, a, 3, a), {}),
+        lambda a, b: (([a, b], a), {"c": b}),
+        lambda a, b: ((a, 2.0, True, b[0]), {}),
+    ],
+    ids=["distinct", "views", "none-shifts-indices", "nested-and-kwargs", "numbers"],
+)
+def test_alias_groups_match_thunders_definition(make_args):
+    args, kwargs = make_args(torch.randn(4, 3), torch.randn(2))
+    assert alias_groups(args, kwargs) == thunder_alias_groups(args, kwargs)
+
+
+def test_hits_are_counted_and_traces_reported():
+    jf = thunder.jit(lambda x: x * 2, cache="symbolic values")
+    for n in (3, 4, 5):
+        jf(torch.randn(n))
+    assert (thunder.cache_misses(jf), thunder.cache_hits(jf)) == (1, 2)
+    assert thunder.compile_stats(jf).calls == 3
+    assert "computation" in str(thunder.last_traces(jf)[-1])
+
+
+def test_aliased_inputs_are_told_apart_from_distinct_ones():
+    def f(a, b):
+        a.add_(1)
+        return b * 2
+
+    x = torch.zeros(4)
+    jf = thunder.jit(f, cache="symbolic values")
+    distinct = jf(torch.zeros(4), torch.zeros(4))
+    aliased = jf(x, x)  # b sees a's in-place update only when they alias
+    torch.testing.assert_close(distinct, torch.zeros(4))
+    torch.testing.assert_close(aliased, torch.full((4,), 2.0))
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_grad_mode_is_restored_and_respected():
+    jf = thunder.jit(lambda x: x * 2, cache="symbolic values")
+    x = torch.randn(3, requires_grad=True)
+    with torch.no_grad():
+        jf(torch.randn(3))
+        jf(torch.randn(4))
+        assert not torch.is_grad_enabled()
+    assert torch.is_grad_enabled()
+    y = jf(x)  # needs a backward: thunder's own path
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((3,), 2.0))
+
+
+def test_autocast_takes_thunders_path():
+    jf = thunder.jit(lambda x, w: x @ w, cache="symbolic values")
+    w = torch.randn(4, 4)
+    plain = jf(torch.randn(3, 4), w)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cast = jf(torch.randn(3, 4), w)
+    assert plain.dtype == torch.float32 and cast.dtype == torch.bfloat16
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_modules_take_the_short_path():
+    model = torch.nn.Linear(4, 2)
+    with torch.no_grad():
+        check_against_eager(model, [(torch.randn(n, 4),) for n in (2, 3, 5)], compiles=1)
