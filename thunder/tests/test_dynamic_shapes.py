@@ -392,3 +392,27 @@ def test_torch_compile_executor(name):
     expected_compiles = 2 if name == "size branch" else 1
     program = TORCH_COMPILE_PROGRAMS[name]
     check_against_eager(program, rows(3, 5, 7), compiles=expected_compiles, executors=[torch_compile_ex])
+
+
+# --- Aliased inputs ---------------------------------------------------------------------------------
+
+
+def aliased_inputs(rows_):
+    base = torch.randn(rows_, 1, 2)
+    return base, base.clone(), base.view(1, rows_, 2)
+
+
+def test_aliased_inputs_with_symbolic_shapes():
+    def f(x, y, z):
+        return y.exp_(), x * 2, z + 1
+
+    check_against_eager(f, [aliased_inputs(n) for n in (2, 3, 5)], compiles=1)
+
+
+@pytest.mark.xfail(strict=True, reason="views of different numel: thunder's alias update reshapes one into the other")
+def test_aliased_views_of_different_numel():
+    def f(y, z):
+        return y.add_(z.sum())
+
+    base = torch.randn(6)
+    check_against_eager(f, [(base.view(2, 3), base[:3])])

@@ -50,3 +50,67 @@ def _symbol_call(original):
         return result
 
     return __call__
+
+
+def ensure_dims_produced(trace):
+    """Bind ``prims.shape`` of an available tensor before the first use of any dim nothing produced yet.
+
+    The safety net after passes that build new operations out of existing dims (alias updates reshape
+    one input to another's shape): the reshape then has the producer it needs.
+    """
+    from thunder.core.trace import from_trace
+
+    produced = {
+        p.name for p in tree_flatten((trace.args, trace.kwargs))[0] if isinstance(p, (NumberProxy, TensorProxy))
+    }
+    owners: dict[str, TensorProxy] = {}
+
+    def note(tensor):
+        for dim in tensor._shape:
+            if isinstance(dim, NumberProxy):
+                owners.setdefault(dim.name, tensor)
+
+    for arg in tree_flatten((trace.args, trace.kwargs))[0]:
+        if isinstance(arg, TensorProxy):
+            note(arg)
+    bound, changed = [], False
+    for bsym in trace.bound_symbols:
+        for p in bsym.flat_proxy_args:
+            owner = owners.get(p.name) if isinstance(p, NumberProxy) and p.name not in produced else None
+            if owner is not None and owner.name in produced:
+                dims = tuple(
+                    d if isinstance(d, NumberProxy) and d.name not in produced else getattr(d, "value", d)
+                    for d in owner._shape
+                )
+                bound.append(prims.shape.bind(owner, output=dims))
+                produced.update(d.name for d in dims if isinstance(d, NumberProxy))
+                changed = True
+        bound.append(bsym)
+        for out in bsym.flat_proxy_outs:
+            produced.add(out.name)
+            if isinstance(out, TensorProxy):
+                note(out)
+    if not changed:
+        return trace
+    fixed = from_trace(trace)
+    fixed.bound_symbols = bound
+    return fixed
+
+
+@patch(
+    "thunder.core.update_aliases:insert_alias_updates",
+    summary="under symbolic values, the dims used by the reshapes it inserts are produced first",
+    why=(
+        "Updating aliased inputs reshapes one view to another's shape; the dims of that shape had no "
+        "producer in the trace and the generated code failed ('cannot access local variable i6')."
+    ),
+    upstream="Lightning-AI/lightning-thunder#2764, #2746",
+)
+def _insert_alias_updates(original):
+    def insert_alias_updates(computation_trace, alias_tensor_indices):
+        updated = original(computation_trace, alias_tensor_indices)
+        if updated is computation_trace or not compile_data.using_symbolic_values():
+            return updated
+        return ensure_dims_produced(updated)
+
+    return insert_alias_updates
