@@ -102,6 +102,8 @@ def resolve_defaults(args: argparse.Namespace, device: torch.device) -> argparse
 
 def unsupported(args, world_size: int) -> str | None:
     """Combinations that fail in lightning-thunder 0.2.6 itself (with either cache option), said up front."""
+    if args.enable_nvfp4:
+        return "--enable-nvfp4 (NVFP4 quantization of linear layers) is not implemented by this benchmark"
     if args.mode != "thunderjit":
         return None
     if world_size > 1:
@@ -278,6 +280,10 @@ def compile_model(model, args, cache: str | None):
     options = {} if cache is None else {"cache": cache}
     if args.enable_nv_linear:
         options.update(nv_enable_linear=True, nv_enable_matmul=True)
+    if args.enable_thunder_cudagraph:
+        from thunder.transforms.cudagraph import CUDAGraphTransform
+
+        options["transforms"] = [CUDAGraphTransform()]
     if args.mode == "thunder":
         return thunderfx(model, **options)
     # As upstream: transformers builds attention masks with torch.vmap, which thunder.jit cannot trace;
@@ -285,7 +291,8 @@ def compile_model(model, args, cache: str | None):
     from thunder.recipes.hf_transformers import SDPAMaskTransform
 
     mask_transform = SDPAMaskTransform()
-    options.update(transforms=[mask_transform], executors=[mask_transform.get_executor(), *thunder.get_default_executors()])
+    transforms = [mask_transform, *options.pop("transforms", [])]
+    options.update(transforms=transforms, executors=[mask_transform.get_executor(), *thunder.get_default_executors()])
     return thunder.jit(model, **options)
 
 
@@ -359,7 +366,9 @@ class Runner:
     def generate(self, progress=None, model=None, forced: torch.Tensor | None = None) -> dict[str, Any]:
         """Prefill then decode; ``forced`` (tokens) replaces the model's own choices (teacher forcing)."""
         generator = torch.Generator().manual_seed(self.args.seed)
-        input_ids = torch.randint(0, self.vocab_size, (self.args.batch_size, self.args.input_length), generator=generator)
+        input_ids = torch.randint(
+            0, self.vocab_size, (self.args.batch_size, self.args.input_length), generator=generator
+        )
         input_ids = input_ids.to(self.device)
         kv_cache = make_kv_cache(self.args, self.config, self.ctx, self.device)
         sync(self.device)
@@ -424,16 +433,25 @@ def run_one(args, config, ctx: Dist, device: torch.device, cache: str | None) ->
     if ctx.rank == 0:
         from tqdm import tqdm
 
-        progress = tqdm(total=iterations * (args.output_length - 1), desc=f"{args.mode} {cache or ''}".strip(),
-                        unit="tok", file=sys.stderr, leave=False)
+        progress = tqdm(
+            total=iterations * (args.output_length - 1),
+            desc=f"{args.mode} {cache or ''}".strip(),
+            unit="tok",
+            file=sys.stderr,
+            leave=False,
+        )
     began = time.perf_counter()
     measured, first_iteration_s = [], None
     for i in range(iterations):
+        if args.profile and i == args.warmup_iterations:
+            torch.cuda.profiler.start()  # nsys/ncu capture only the measured iterations
         result = runner.generate(progress)
         if first_iteration_s is None:
             first_iteration_s = time.perf_counter() - began
         if i >= args.warmup_iterations:
             measured.append(result)
+    if args.profile:
+        torch.cuda.profiler.stop()
     if progress is not None:
         progress.close()
 
@@ -462,8 +480,13 @@ def run_one(args, config, ctx: Dist, device: torch.device, cache: str | None) ->
         for fn in fns:
             print(thunder.last_traces(fn)[-1])
     verify = {"max_logit_diff_vs_eager": max_logit_diff, "matches_eager": max_logit_diff <= tolerance}
-    return {"thunder_cache": cache, "verify": verify, "metrics": summarize(args, measured),
-            "memory": memory_stats(device), "compile": compile_block}
+    return {
+        "thunder_cache": cache,
+        "verify": verify,
+        "metrics": summarize(args, measured),
+        "memory": memory_stats(device),
+        "compile": compile_block,
+    }
 
 
 # --- Report ----------------------------------------------------------------------------------------
@@ -483,36 +506,54 @@ def versions() -> dict[str, str]:
 
 def print_report(report: dict[str, Any]) -> None:
     cfg = report["config"]
-    print(f"\n=== {cfg['mode']} | {cfg['model_name']} | {cfg['world_size']} rank(s) on {cfg['device']} | "
-          f"batch {cfg['batch_size']}, input {cfg['input_length']}, output {cfg['output_length']}, "
-          f"KV cache {cfg['kv_cache']} ===")
+    print(
+        f"\n=== {cfg['mode']} | {cfg['model_name']} | {cfg['world_size']} rank(s) on {cfg['device']} | "
+        f"batch {cfg['batch_size']}, input {cfg['input_length']}, output {cfg['output_length']}, "
+        f"KV cache {cfg['kv_cache']} ==="
+    )
     for run in report["runs"]:
         m, c, mem = run["metrics"], run["compile"], run["memory"]
         v = run["verify"]
-        print(f"\n-- thunder cache: {run['thunder_cache'] or 'default'}; matches eager: {v['matches_eager']} "
-              f"(max logit difference {v['max_logit_diff_vs_eager']:.2e})")
-        print(f"  throughput {m['throughput_tokens_per_s']:.1f} tok/s (prefill {m['prefill_throughput_tokens_per_s']:.1f},"
-              f" decode {m['decode_throughput_tokens_per_s']:.1f})")
-        print(f"  latency {m['latency_ms_per_token']:.2f} ms/token, TTFT {m['ttft_ms']:.2f} ms "
-              f"(std {m['ttft_std_ms']:.2f}), TBOT {m['tbot_ms']:.2f} ms")
-        print(f"  prefill {m['prefill_time_ms']:.1f} ms, decode {m['decode_time_ms']:.1f} ms, total "
-              f"{m['total_time_ms']:.1f} ms (std {m['total_time_std_ms']:.1f})")
+        print(
+            f"\n-- thunder cache: {run['thunder_cache'] or 'default'}; matches eager: {v['matches_eager']} "
+            f"(max logit difference {v['max_logit_diff_vs_eager']:.2e})"
+        )
+        print(
+            f"  throughput {m['throughput_tokens_per_s']:.1f} tok/s (prefill {m['prefill_throughput_tokens_per_s']:.1f},"
+            f" decode {m['decode_throughput_tokens_per_s']:.1f})"
+        )
+        print(
+            f"  latency {m['latency_ms_per_token']:.2f} ms/token, TTFT {m['ttft_ms']:.2f} ms "
+            f"(std {m['ttft_std_ms']:.2f}), TBOT {m['tbot_ms']:.2f} ms"
+        )
+        print(
+            f"  prefill {m['prefill_time_ms']:.1f} ms, decode {m['decode_time_ms']:.1f} ms, total "
+            f"{m['total_time_ms']:.1f} ms (std {m['total_time_std_ms']:.1f})"
+        )
         print("  memory " + ", ".join(f"{k} {v:.2f}" for k, v in mem.items()))
         if cfg["mode"] != "eager":
-            print(f"  compile: {c['thunder_compiled_functions']} thunder functions, {c['thunder_cache_misses']} misses,"
-                  f" {c['thunder_cache_hits']} hits, {c['dynamo_graphs']} dynamo graphs")
-            print(f"  recompiles excluding initial: {c['recompiles_excluding_initial']} (prefill "
-                  f"{c['recompiles_prefill']}, first decode {c['recompiles_first_decode']}, later decode "
-                  f"{c['recompiles_later_decode']})")
-            print(f"  compiling: {c['compile_time_s']:.1f} s in {c['compiling_calls']} calls; first iteration "
-                  f"{c['first_iteration_s']:.1f} s")
+            print(
+                f"  compile: {c['thunder_compiled_functions']} thunder functions, {c['thunder_cache_misses']} misses,"
+                f" {c['thunder_cache_hits']} hits, {c['dynamo_graphs']} dynamo graphs"
+            )
+            print(
+                f"  recompiles excluding initial: {c['recompiles_excluding_initial']} (prefill "
+                f"{c['recompiles_prefill']}, first decode {c['recompiles_first_decode']}, later decode "
+                f"{c['recompiles_later_decode']})"
+            )
+            print(
+                f"  compiling: {c['compile_time_s']:.1f} s in {c['compiling_calls']} calls; first iteration "
+                f"{c['first_iteration_s']:.1f} s"
+            )
     if len(report["runs"]) > 1:
         print("\n-- comparison")
         print(f"  {'cache':18} {'recompiles (later decode)':>26} {'compile s':>10} {'TBOT ms':>8}")
         for run in report["runs"]:
             c = run["compile"]
-            print(f"  {run['thunder_cache'] or 'default':18} {c['recompiles_excluding_initial']:>14} "
-                  f"({c['recompiles_later_decode']:>3})       {c['compile_time_s']:>10.1f} {run['metrics']['tbot_ms']:>8.2f}")
+            print(
+                f"  {run['thunder_cache'] or 'default':18} {c['recompiles_excluding_initial']:>14} "
+                f"({c['recompiles_later_decode']:>3})       {c['compile_time_s']:>10.1f} {run['metrics']['tbot_ms']:>8.2f}"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
