@@ -416,3 +416,10 @@ def test_aliased_views_of_different_numel():
 
     base = torch.randn(6)
     check_against_eager(f, [(base.view(2, 3), base[:3])])
+
+
+def test_builtin_min_max_of_sequences_and_keywords_keep_python_semantics():
+    def f(x, k):
+        return x * max(x.shape) + min([k, 2]) + max(k, 1, 0) + min((3, k), key=lambda v: -v)
+
+    check_against_eager(f, [(torch.randn(m, 3), k) for m, k in ((2, 0), (5, 4), (4, 1), (6, 3))])
