@@ -60,6 +60,8 @@ def apply_number_op(name: str, *operands):
     """``OPERATIONS[name](*operands)``: recorded in the trace when tracing, else computed directly."""
     if get_tracectx() is None or not any(isinstance(o, NumberProxy) for o in operands):
         return OPERATIONS[name](*(_value(o) for o in operands))
+    if any(expressions.is_data_dependent(o) for o in operands):
+        raise NotImplementedError(f"{name} of a number that depends on tensor data (.item()) is not supported")
     result = python_number_op(name, *operands)
     expr = expressions.apply(OPERATIONS[name], operands)
     if expr is not None:

@@ -423,3 +423,25 @@ def test_builtin_min_max_of_sequences_and_keywords_keep_python_semantics():
         return x * max(x.shape) + min([k, 2]) + max(k, 1, 0) + min((3, k), key=lambda v: -v)
 
     check_against_eager(f, [(torch.randn(m, 3), k) for m, k in ((2, 0), (5, 4), (4, 1), (6, 3))])
+
+
+# --- Values that depend on tensor data cannot be guarded: a clear error, never a wrong program -------
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x * float(x.sum().item()),
+        lambda x: x[: int(x.sum().item() > 0) + 1],
+        lambda x: x * 2 if x.sum().item() > 0 else x,
+    ],
+    ids=["float", "int-of-comparison", "branch"],
+)
+def test_python_values_of_data_dependent_numbers_are_refused(fn):
+    jf = thunder.jit(fn, cache="symbolic values")
+    with pytest.raises(Exception, match="depends on tensor data|dynamic proxy"):
+        jf(torch.ones(3))
+
+
+def test_data_dependent_numbers_kept_symbolic_work():
+    check_against_eager(lambda x: x * x.sum().item(), [(torch.full((n,), float(n)),) for n in (2, 3, 4)], compiles=1)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 ATTRIBUTE = "_thunder_symbolic_expr"
+DATA_DEPENDENT = "_thunder_symbolic_data_dependent"
 
 
 class Expr:
@@ -149,3 +150,12 @@ def apply(fn: Callable, operands: tuple[Any, ...]) -> Expr | None:
     if template is None or any(e is None for e in exprs):
         return None
     return Apply(template, exprs)
+
+
+def is_data_dependent(x: Any) -> bool:
+    """Whether ``x`` is a number whose value depends on tensor data (``.item()``): unknown while tracing."""
+    return getattr(x, DATA_DEPENDENT, False) or (hasattr(x, "python_type") and getattr(x, "value", 0) is None)
+
+
+def mark_data_dependent(proxy: Any) -> None:
+    object.__setattr__(proxy, DATA_DEPENDENT, True)

@@ -30,12 +30,25 @@ from thunder_symbolic.guards.expressions import (
     NumberInput,
     attach,
     expr_of,
+    is_data_dependent,
 )
 
 _current: contextvars.ContextVar[GuardRecorder | None] = contextvars.ContextVar("thunder_symbolic_guards", default=None)
 
 _THUNDER_DIR = os.path.dirname(os.path.dirname(__import__("thunder").__file__))
 _INTERNAL = (os.path.join(_THUNDER_DIR, "thunder") + os.sep, os.path.join(_THUNDER_DIR, "torch") + os.sep)
+
+
+class DataDependentError(NotImplementedError):
+    """Python needs the value of a number that depends on tensor data, which no guard can check."""
+
+
+def refuse_data_dependent(number: Any, what: str) -> None:
+    raise DataDependentError(
+        f"{what} of {getattr(number, 'name', number)} at {source_location()} depends on tensor data (.item()): "
+        "thunder knows it only when the program runs, so it cannot be used in Python control flow or "
+        "converted to a Python number while tracing; keep it a tensor (torch.where, masking) instead"
+    )
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,8 @@ class GuardRecorder:
     # Observations ---------------------------------------------------------------------------------
 
     def observe_truth(self, number: Any, truth: bool) -> None:
+        if is_data_dependent(number):
+            refuse_data_dependent(number, "the truth value")
         expr = expr_of(number)
         if expr is None:
             return self._unexpressible(number, f"its truth value ({truth})")
@@ -77,6 +92,8 @@ class GuardRecorder:
         self._add(condition, number)
 
     def observe_value(self, number: Any, value: Any) -> None:
+        if is_data_dependent(number):
+            refuse_data_dependent(number, "the value")
         expr = expr_of(number)
         if expr is None:
             return self._unexpressible(number, f"its value ({value!r})")

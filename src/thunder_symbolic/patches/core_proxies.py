@@ -70,8 +70,10 @@ _WHY_OBSERVE = (
 def _observe_truth(original):
     @opaque
     def __bool__(self):
-        truth = original(self)
         recorder = guard_recorder.current()
+        if recorder is not None and expressions.is_data_dependent(self):
+            guard_recorder.refuse_data_dependent(self, "the truth value")
+        truth = original(self)
         if recorder is not None:
             recorder.observe_truth(self, truth)
         return truth
@@ -82,8 +84,10 @@ def _observe_truth(original):
 def _observe_value(original):
     @opaque
     def convert(self):
-        value = original(self)
         recorder = guard_recorder.current()
+        if recorder is not None and expressions.is_data_dependent(self):
+            guard_recorder.refuse_data_dependent(self, "the value")
+        value = original(self)
         if recorder is not None:
             recorder.observe_value(self, value)
         return value
@@ -118,7 +122,9 @@ def _derive(original):
         if recorder is not None:
             arity = 2 if original.__name__ == "_elementwise_binary_helper" else 1
             operands, fn = operands_and_op[:arity], operands_and_op[arity + 1]
-            if any(expressions.is_symbolic(o) for o in operands):
+            if isinstance(result, NumberProxy) and any(expressions.is_data_dependent(o) for o in operands):
+                expressions.mark_data_dependent(result)
+            elif any(expressions.is_symbolic(o) for o in operands):
                 expr = expressions.apply(fn, operands)
                 if isinstance(result, NumberProxy):
                     if expr is not None:
