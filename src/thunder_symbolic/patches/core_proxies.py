@@ -67,33 +67,24 @@ _WHY_OBSERVE = (
 )
 
 
-def _observe_truth(original):
-    @opaque
-    def __bool__(self):
-        recorder = guard_recorder.current()
-        if recorder is not None and expressions.is_data_dependent(self):
-            guard_recorder.refuse_data_dependent(self, "the truth value")
-        truth = original(self)
-        if recorder is not None:
-            recorder.observe_truth(self, truth)
-        return truth
+def _observing(truth: bool):
+    """A conversion that records what it returns: a truth value (predicate guard) or a value (pin)."""
 
-    return __bool__
+    def make(original):
+        @opaque
+        def convert(self):
+            recorder = guard_recorder.current()
+            if recorder is not None and expressions.is_data_dependent(self):
+                guard_recorder.refuse_data_dependent(self, "the truth value" if truth else "the value")
+            value = original(self)
+            if recorder is not None:
+                (recorder.observe_truth if truth else recorder.observe_value)(self, value)
+            return value
 
+        convert.__name__ = original.__name__
+        return convert
 
-def _observe_value(original):
-    @opaque
-    def convert(self):
-        recorder = guard_recorder.current()
-        if recorder is not None and expressions.is_data_dependent(self):
-            guard_recorder.refuse_data_dependent(self, "the value")
-        value = original(self)
-        if recorder is not None:
-            recorder.observe_value(self, value)
-        return value
-
-    convert.__name__ = original.__name__
-    return convert
+    return make
 
 
 for _target, _what in (
@@ -109,7 +100,7 @@ for _target, _what in (
         summary=f"{_target} {_what}",
         why=_WHY_OBSERVE,
         upstream="Lightning-AI/lightning-thunder#463",
-    )(_observe_truth if _target.endswith("__bool__") else _observe_value)
+    )(_observing(truth=_target.endswith("__bool__")))
 del _target, _what
 
 
