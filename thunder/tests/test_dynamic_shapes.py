@@ -374,18 +374,12 @@ TORCH_COMPILE_PROGRAMS = {
     "size branch": lambda x: x * 2 if x.shape[0] > 4 else x - 1,
     "expand": lambda x: x[:1].expand(x.shape[0], -1) + x,
     "factory of a size": lambda x: torch.zeros(x.shape[0], 3) + x,
+    "cat then reshape": lambda x: torch.cat([x, x]).reshape(-1, 3) * 2,
+    "numel of a cat": lambda x: torch.cat([x, x]).numel() * x.sum(),
 }
-# Composite symbols keep prims.shape subsymbols whose repeated outputs DCE wrote as ints; torch.compile's
-# region builder (make_compiled) reads .name of every subsymbol output and fails on them.
-KNOWN_FAILURE = pytest.mark.xfail(
-    strict=True, reason="int outputs of duplicate prims.shape subsymbols reach torch_compile.make_compiled"
-)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(n, marks=KNOWN_FAILURE) if n in ("expand", "factory of a size") else n for n in TORCH_COMPILE_PROGRAMS],
-)
+@pytest.mark.parametrize("name", TORCH_COMPILE_PROGRAMS)
 def test_torch_compile_executor(name):
     from thunder.executors.torch_compile import torch_compile_ex
 

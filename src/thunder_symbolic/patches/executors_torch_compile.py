@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from thunder.core.prims import PrimIDs
+from thunder.core.proxies import Proxy, TensorProxy
+from thunder.core.pytree import tree_flatten
+from thunder.extend import ImplInfo
 
 from thunder_symbolic._registry import patch
 
 
 @patch(
     "thunder.executors.torch_compile:torch_compile_ex._implmap",
-    summary="prims.shape stays outside torch.compile fusions (as nvFuser keeps it); the dims enter as inputs",
+    summary="prims.shape and number-only operations stay outside torch.compile fusions; the dims enter as inputs",
     why=(
         "A trace may produce a dim in several prims.shape calls (each .shape access binds one), and DCE "
         "writes the repeated outputs as ints: inside a fusion region that failed with 'name i0 already "
@@ -18,4 +21,36 @@ from thunder_symbolic._registry import patch
     upstream="Lightning-AI/lightning-thunder#2730, #2746",
 )
 def _implmap(original):
-    return {op: info for op, info in original.items() if op != PrimIDs.SHAPE}
+    return {op: ImplInfo(checker=_involves_tensors) for op in original if op != PrimIDs.SHAPE}
+
+
+def _involves_tensors(*args, **kwargs) -> bool:
+    # Number-only operations (size arithmetic) run in Python; a torch.compile region cannot run them.
+    return any(isinstance(a, TensorProxy) for a in tree_flatten((args, kwargs))[0])
+
+
+def _without_int_shape_outputs(bsym):
+    """``bsym`` without the prims.shape subsymbols whose outputs DCE turned into ints (repeated producers)."""
+    kept = [
+        sub
+        for sub in bsym.subsymbols
+        if not (sub.sym.id == PrimIDs.SHAPE and any(not isinstance(out, Proxy) for out in sub.flat_outs))
+    ]
+    return bsym if len(kept) == len(bsym.subsymbols) else bsym.from_bsym(subsymbols=kept)
+
+
+@patch(
+    "thunder.executors.torch_compile:make_compiled",
+    summary="repeated prims.shape subsymbols (outputs rewritten as ints by DCE) are dropped from fused regions",
+    why=(
+        "make_compiled names every output of every subsymbol; an int output failed with \"'int' object has no "
+        "attribute 'name'\" (expand, factories of sizes under symbolic values). The dims keep their first producer."
+    ),
+    upstream="Lightning-AI/lightning-thunder#2746, #2728",
+)
+def _make_compiled(original):
+    def make_compiled(bsyms, sorted_unique_inputs, sorted_unique_outputs, **kwargs):
+        bsyms = [_without_int_shape_outputs(b) for b in bsyms]
+        return original(bsyms, sorted_unique_inputs, sorted_unique_outputs, **kwargs)
+
+    return make_compiled
