@@ -5,8 +5,9 @@ copy of the cache entry per call) that cost more than the prologue itself. On a 
 does the same work without them: the same cache information (default dtype and device, autocast,
 aliasing of the tensor arguments, grad mode), every cached prologue tried newest first — so every
 guard still runs on every call — then the computation and the epilogue, and thunder's statistics.
-Everything else takes thunder's own path: a miss (which compiles), programs with a backward,
-autocast, DDP/FSDP, and calls made while tracing.
+Everything else takes thunder's own path: a miss (which compiles), programs with a backward (compiled
+with exact shapes, see :func:`with_exact_shapes_for_autograd`), autocast, DDP/FSDP, and calls made
+while tracing.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import functools
 import thunder
 import torch
 from thunder.core import compile_data as compile_data_module
+from thunder.core.options import CACHE_OPTIONS
 from thunder.core.pytree import tree_flatten
 from thunder.core.trace import is_tracing
 from thunder.executors.torchex import no_autocast
 
-__all__ = ["fast_call_path", "alias_groups", "undecorated"]
+__all__ = ["fast_call_path", "alias_groups", "undecorated", "needs_backward"]
 
 _MISSING = object()
 set_grad_enabled = torch._C._set_grad_enabled
@@ -61,8 +63,40 @@ def undecorated(computation):
     return getattr(inner, "__wrapped__", None)
 
 
+def needs_backward(compile_data, args, kwargs) -> bool:
+    """Whether this call would build a backward: grad mode on and a tensor input or parameter requiring grad."""
+    if compile_data.disable_torch_autograd_support or not torch.is_grad_enabled():
+        return False
+    if any(isinstance(t, torch.Tensor) and t.requires_grad for t in tree_flatten((args, kwargs))[0]):
+        return True
+    fn = compile_data.fn
+    return isinstance(fn, torch.nn.Module) and any(p.requires_grad for p in fn.parameters())
+
+
+def with_exact_shapes_for_autograd(thunder_call, compile_data):
+    """Compile programs that need a backward as under ``cache="constant values"``.
+
+    thunder builds the backward after the prologue, from the traced sizes (pad widths, expand and
+    reshape shapes); no guard can cover what it bakes in, so such programs get exact-shape prologues.
+    Inference (no grad) keeps one program across shapes. Cached entries of both kinds coexist.
+    """
+
+    @functools.wraps(thunder_call)
+    def call(*args, **kwargs):
+        if not needs_backward(compile_data, args, kwargs):
+            return thunder_call(*args, **kwargs)
+        compile_data.cache_option = CACHE_OPTIONS.CONSTANT_VALUES
+        try:
+            return thunder_call(*args, **kwargs)
+        finally:
+            compile_data.cache_option = CACHE_OPTIONS.SYMBOLIC_VALUES
+
+    return call
+
+
 def fast_call_path(thunder_call, compile_data, stats):
     """Wrap ``thunder_call`` (what ``thunder.jit`` built) with the shorter path for cache hits."""
+    thunder_call = with_exact_shapes_for_autograd(thunder_call, compile_data)
     distributed = getattr(compile_data.fn, "use_ddp", False) or getattr(compile_data.fn, "use_fsdp", False)
     check_aliases = not compile_data.compile_options.get("skip_inplace_alias_updates", False)
     cache_info_ctx = thunder._cache_info_ctx
