@@ -79,11 +79,9 @@ class GuardRecorder:
     # Observations ---------------------------------------------------------------------------------
 
     def observe_truth(self, number: Any, truth: bool) -> None:
-        if is_data_dependent(number):
-            refuse_data_dependent(number, "the truth value")
-        expr = expr_of(number)
+        expr = self._expression(number, f"its truth value ({truth})")
         if expr is None:
-            return self._unexpressible(number, f"its truth value ({truth})")
+            return
         is_comparison = isinstance(expr, Apply) and expr.template in _COMPARISON_TEMPLATES
         if truth:
             condition = expr if is_comparison else Apply("bool({})", (expr,))
@@ -92,16 +90,23 @@ class GuardRecorder:
         self._add(condition, number)
 
     def observe_value(self, number: Any, value: Any) -> None:
-        if is_data_dependent(number):
-            refuse_data_dependent(number, "the value")
-        expr = expr_of(number)
+        expr = self._expression(number, f"its value ({value!r})")
         if expr is None:
-            return self._unexpressible(number, f"its value ({value!r})")
+            return
         if isinstance(value, float) and math.isnan(value):
             condition = Apply("math.isnan({})", (expr,))
         else:
             condition = Apply("({} == {})", (expr, Const(value)))
         self._add(condition, number)
+
+    def _expression(self, number: Any, what: str) -> Expr | None:
+        """The expression of an observed number; None (and every input pinned) when it has none."""
+        if is_data_dependent(number):
+            refuse_data_dependent(number, what)
+        expr = expr_of(number)
+        if expr is None:
+            self._unexpressible(number, what)
+        return expr
 
     def _add(self, condition: Expr, number: Any) -> None:
         source = condition.render(_trace_name)
