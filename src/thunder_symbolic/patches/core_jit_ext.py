@@ -8,7 +8,7 @@ from functools import partial
 import torch
 from thunder.core import compile_data
 from thunder.core.interpreter import PseudoInst, interpreter_needs_wrap
-from thunder.core.proxies import NumberProxy, StringProxy, TensorProxy, unvariableify, variableify
+from thunder.core.proxies import NumberProxy, StringProxy, variableify
 
 from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
@@ -115,13 +115,6 @@ def _proxify(original):
     return proxify
 
 
-def _needs_backward(inputs) -> bool:
-    cd = compile_data.get_compile_data()
-    if cd is None or cd.disable_torch_autograd_support or not cd.is_grad_enabled:
-        return False
-    return any(isinstance(p, TensorProxy) and p.requires_grad for p in map(unvariableify, inputs))
-
-
 def _rooted_in_arguments(provenance) -> bool:
     """Whether a value comes from the call's arguments (rather than from the jitted module itself)."""
     while provenance.inputs:
@@ -149,10 +142,6 @@ def _propagate_constraints(original):
         recorder = guard_recorder.current()
         if recorder is None:
             return original(ctx, inputs, intermediates, computation_trace)
-        if _needs_backward(inputs):
-            # thunder builds the backward after the prologue, from values of this trace: sizes it bakes in
-            # (pad widths, expand and reshape shapes) cannot be guarded, so the input sizes are pinned.
-            recorder.unexpressible.append("the sizes a backward may bake in (autograd under symbolic values)")
         guards = recorder.conditions()
         if not guards:
             return None
