@@ -1,7 +1,7 @@
 # Every target builds (or reuses) the cached environment first: see scripts/venv.sh.
 PY := .venv/bin/python
 
-.PHONY: venv test bench fuzz demo status
+.PHONY: venv test bench fuzz demo status gpu
 
 venv:
 	./scripts/venv.sh
@@ -23,3 +23,7 @@ demo: venv
 
 status: venv
 	$(PY) -m thunder_symbolic
+
+# Every check that needs a CUDA GPU (nvFuser fusions, CUDA test variants, a single-GPU benchmark run).
+gpu: venv
+	./scripts/gpu_checks.sh

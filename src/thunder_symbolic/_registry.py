@@ -30,6 +30,11 @@ class Patch:
     upstream: str
     make: Callable[[Any], Any]
     replaces: bool = False  # True: the original is not called any more (its docstring says why)
+    requires: str = ""  # what the target module needs to be importable at all, when not every machine has it
+    available: Callable[[], bool] | None = None  # whether this process has it
+
+    def is_available(self) -> bool:
+        return self.available is None or self.available()
 
     @property
     def module_name(self) -> str:
@@ -61,15 +66,29 @@ _hooked: set[str] = set()  # module names with a post-import hook installed
 _active = False
 
 
-def patch(target: str, *, summary: str, why: str, upstream: str = "", replaces: bool = False):
-    """Register the decorated factory ``make(original) -> replacement`` as the patch of ``target``."""
+def patch(
+    target: str,
+    *,
+    summary: str,
+    why: str,
+    upstream: str = "",
+    replaces: bool = False,
+    requires: str = "",
+    available: Callable[[], bool] | None = None,
+):
+    """Register the decorated factory ``make(original) -> replacement`` as the patch of ``target``.
+
+    ``requires``/``available`` describe a target module that only some machines can import (nvFuser's
+    executor needs a GPU): its patch waits for the import like any other, and the status report says why
+    it never comes.
+    """
     if target.count(":") != 1:
         raise ValueError(f"patch target must be 'module:attribute', got {target!r}")
 
     def register(make: Callable[[Any], Any]) -> Callable[[Any], Any]:
         if any(p.target == target for p in _registry):
             raise ValueError(f"{target} is patched twice")
-        _registry.append(Patch(target, summary, why, upstream, make, replaces))
+        _registry.append(Patch(target, summary, why, upstream, make, replaces, requires, available))
         return make
 
     return register
@@ -175,6 +194,7 @@ def is_active() -> bool:
 
 
 def import_target_modules() -> None:
-    """Import every module a patch targets (the tests use it to check that no stale binding is left)."""
-    for module_name in dict.fromkeys(p.module_name for p in _registry):
+    """Import every module a patch targets that this process can import (the tests use it to check that
+    no stale binding is left)."""
+    for module_name in dict.fromkeys(p.module_name for p in _registry if p.is_available()):
         importlib.import_module(module_name)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class PatchInfo:
     target: str
-    state: str  # "applied", "pending import" or "not applied"
+    state: str  # "applied", "pending import", "unavailable: <what it needs>" or "not applied"
     kind: str  # "wraps" or "replaces"
     summary: str
     why: str
@@ -57,7 +57,7 @@ def status() -> Status:
         if p.target in applied:
             state = "applied"
         elif _registry.is_active() and p.module_name in pending:
-            state = "pending import"
+            state = "pending import" if p.is_available() else f"unavailable: {p.requires}"
         else:
             state = "not applied"
         infos.append(

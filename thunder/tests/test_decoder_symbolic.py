@@ -7,10 +7,11 @@ attention over a KV cache that grows by one token per step: every step's logits 
 
 import math
 
-import thunder
+import pytest
 import torch
 from torch import nn
 
+import thunder
 from thunder_symbolic.testing import assert_same
 from thunder_symbolic.validate import validate_traces_of
 
@@ -48,7 +49,7 @@ class Attention(nn.Module):
         v = torch.cat([v_cache, v], dim=2)
         total = k.shape[2]
         scores = q @ k.transpose(-1, -2) / math.sqrt(HEAD_DIM)
-        causal = torch.ones(length, total, dtype=torch.bool).tril(total - length)
+        causal = torch.ones(length, total, dtype=torch.bool, device=x.device).tril(total - length)
         scores = scores.masked_fill(~causal, float("-inf"))
         y = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(batch, length, DIM)
         return self.out(y), k, v
@@ -77,7 +78,7 @@ class Decoder(nn.Module):
         self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, HEAD_DIM, 2).float() / HEAD_DIM))
 
     def forward(self, tokens, position, caches):
-        positions = torch.arange(position, position + tokens.shape[1]).float()
+        positions = torch.arange(position, position + tokens.shape[1], device=tokens.device).float()
         freqs = torch.outer(positions, self.inv_freq)
         cos, sin = freqs.cos(), freqs.sin()
         x = self.embed(tokens)
@@ -90,7 +91,8 @@ class Decoder(nn.Module):
 
 def generate(model, prompt, steps):
     """Greedy decoding; yields the logits of the prefill and of every decode step."""
-    caches = [(torch.zeros(1, HEADS, 0, HEAD_DIM), torch.zeros(1, HEADS, 0, HEAD_DIM)) for _ in range(LAYERS)]
+    empty = torch.zeros(1, HEADS, 0, HEAD_DIM, device=prompt.device)
+    caches = [(empty, empty) for _ in range(LAYERS)]
     tokens, position = prompt, 0
     for _ in range(steps + 1):
         logits, caches = model(tokens, position, caches)
@@ -99,11 +101,15 @@ def generate(model, prompt, steps):
         tokens = logits[:, -1:].argmax(-1)
 
 
-def test_decoder_decodes_16_steps_with_one_compile():
+@pytest.mark.parametrize(
+    "device",
+    ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))],
+)
+def test_decoder_decodes_16_steps_with_one_compile(device):
     torch.manual_seed(0)
-    model = Decoder().eval()
+    model = Decoder().eval().to(device)
     jmodel = thunder.jit(model, cache="symbolic values")
-    prompt = torch.randint(0, VOCAB, (1, 5))
+    prompt = torch.randint(0, VOCAB, (1, 5), device=device)
     compiles_after_prefill = None
     with torch.no_grad():
         for step, (actual, expected) in enumerate(zip(generate(jmodel, prompt, 16), generate(model, prompt, 16))):

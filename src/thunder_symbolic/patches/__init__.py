@@ -12,6 +12,7 @@ from thunder_symbolic.patches import (
     core_proxies,  # noqa: F401  thunder/core/proxies.py
     core_symbol,  # noqa: F401  thunder/core/symbol.py
     dynamo_utils,  # noqa: F401  thunder/dynamo/utils.py
+    executors_nvfuserex_impl,  # noqa: F401  thunder/executors/nvfuserex_impl.py
     executors_torch_compile,  # noqa: F401  thunder/executors/torch_compile.py
     thunder_init,  # noqa: F401  thunder/__init__.py
     torch_experimental,  # noqa: F401  thunder/torch/experimental/

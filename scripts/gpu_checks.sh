@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Every check that needs a CUDA GPU, in one go: the CUDA variants of the tests (nvFuser fusions under
+# symbolic values, the decoder on CUDA) and a short single-GPU run of the inference benchmark comparing
+# both cache options. Figures and JUnit results go to ${OUT:-gpu-results}.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+OUT=${OUT:-gpu-results}
+mkdir -p "$OUT"
+
+"$PY" - <<'PYEOF'
+import sys, torch
+if not torch.cuda.is_available():
+    sys.exit("gpu_checks.sh: no CUDA device is visible; these checks need one")
+print(f"CUDA device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+PYEOF
+"$PY" -m thunder_symbolic
+
+status=0
+"$PY" -m pytest -q -rs -k cuda --junitxml="$OUT/gpu-tests.xml" \
+    thunder/tests/test_nvfuser_symbolic.py thunder/tests/test_decoder_symbolic.py || status=$?
+
+"$PY" thunder/benchmarks/benchmark_inference.py --device cuda --mode thunder --compare-cache \
+    --input-length 256 --output-length 32 --num-iterations 3 --warmup-iterations 1 \
+    --save-results --output-dir "$OUT" || status=$?
+
+exit "$status"
