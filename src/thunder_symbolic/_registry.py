@@ -30,6 +30,7 @@ class Patch:
     upstream: str
     make: Callable[[Any], Any]
     replaces: bool = False  # True: the original is not called any more (its docstring says why)
+    adds: bool = False  # True: the target does not exist upstream (make receives None; revert deletes it)
     requires: str = ""  # what the target module needs to be importable at all, when not every machine has it
     available: Callable[[], bool] | None = None  # whether this process has it
 
@@ -75,6 +76,7 @@ def patch(
     replaces: bool = False,
     requires: str = "",
     available: Callable[[], bool] | None = None,
+    adds: bool = False,
 ):
     """Register the decorated factory ``make(original) -> replacement`` as the patch of ``target``.
 
@@ -88,7 +90,7 @@ def patch(
     def register(make: Callable[[Any], Any]) -> Callable[[Any], Any]:
         if any(p.target == target for p in _registry):
             raise ValueError(f"{target} is patched twice")
-        _registry.append(Patch(target, summary, why, upstream, make, replaces, requires, available))
+        _registry.append(Patch(target, summary, why, upstream, make, replaces, adds, requires, available))
         return make
 
     return register
@@ -142,12 +144,17 @@ def _apply_module(module_name: str) -> None:
         if p.module_name != module_name:
             continue
         owner, attribute = _resolve_owner(p, module)
-        original = _raw_attribute(owner, attribute)
+        if p.adds:
+            if hasattr(owner, attribute):
+                raise RuntimeError(f"{p.target} exists upstream now: the patch that adds it must become a wrapper")
+            original = None
+        else:
+            original = _raw_attribute(owner, attribute)
         replacement = p.make(original)
         setattr(owner, attribute, replacement)
         applied = AppliedPatch(p, owner, attribute, original, replacement)
         _applied.append(applied)
-        if not isinstance(owner, type):
+        if not isinstance(owner, type) and not p.adds:
             fresh[id(original)] = applied
     _module_holders(fresh)
     for applied in fresh.values():
@@ -180,6 +187,9 @@ def revert_all() -> None:
     """Restore every original, holders included, in the reverse order of application."""
     global _active
     for applied in reversed(_applied):
+        if applied.patch.adds:
+            delattr(applied.owner, applied.attribute)
+            continue
         setattr(applied.owner, applied.attribute, applied.original)
         for holder, name in applied.holders:
             if getattr(holder, name, None) is applied.replacement:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 class PatchInfo:
     target: str
     state: str  # "applied", "pending import", "unavailable: <what it needs>" or "not applied"
-    kind: str  # "wraps" or "replaces"
+    kind: str  # "wraps", "replaces" or "adds"
     summary: str
     why: str
     upstream: str
@@ -62,7 +62,13 @@ def status() -> Status:
             state = "not applied"
         infos.append(
             PatchInfo(
-                p.target, state, "replaces" if p.replaces else "wraps", p.summary, p.why, p.upstream, p.defined_in
+                p.target,
+                state,
+                "adds" if p.adds else "replaces" if p.replaces else "wraps",
+                p.summary,
+                p.why,
+                p.upstream,
+                p.defined_in,
             )
         )
     if _registry.is_active():

@@ -71,6 +71,19 @@ def test_apply_twice_is_a_no_op_and_revert_restores_upstream():
     assert proxies.tensorproxy is not originals["thunder.core.proxies:tensorproxy"]
 
 
+def test_revert_removes_what_the_patch_set_added():
+    from thunder.torch.experimental.dtensor_proxy import DTensorProxy
+
+    added = [a for a in _registry.applied_patches() if a.patch.adds]
+    assert any(a.patch.target.endswith("DTensorProxy.full_tensor") for a in added)
+    try:
+        thunder_symbolic.revert()
+        assert not hasattr(DTensorProxy, "full_tensor")
+    finally:
+        thunder_symbolic.apply()
+    assert callable(DTensorProxy.full_tensor)
+
+
 def test_no_module_keeps_a_replaced_original():
     _registry.import_target_modules()
     originals = {id(a.original): a.patch.target for a in _registry.applied_patches() if not isinstance(a.owner, type)}

@@ -1,43 +1,63 @@
-"""DTensor under symbolic values on 2 ranks (gloo on CPU): correct global and local shapes.
+"""DTensor and tensor parallelism under symbolic values: the programs of dtensor_programs.py on 1 and 2 ranks.
 
-0.2.6 failed `DTensor.from_local` under symbolic values (a proxy without history), and once that was
-tolerated returned the global size of the *first* call for every later one (8 where 16 is right).
+0.2.6 failed `DTensor.from_local` under symbolic values (a proxy without history), once that was
+tolerated returned the global size of the *first* call for every later one (8 where 16 is right), and
+recompiled every DTensor program for every sequence length (its DTensor meta functions pin the sizes
+they run on). Here every output equals eager PyTorch's (the unsharded module's, for tensor-parallel
+modules) over four sequence lengths, and the shape-polymorphic programs compile once.
 """
 
+import json
+from pathlib import Path
+
 import pytest
+import torch
+from dtensor_programs import CASES, LENGTHS
 
 from thunder_symbolic.testing import run_torchrun
 
-FROM_LOCAL = """
-import os, torch, thunder
-import torch.distributed as dist
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.tensor import DTensor, Shard
+PROGRAMS = Path(__file__).with_name("dtensor_programs.py")
 
-mesh = init_device_mesh("cpu", (int(os.environ["WORLD_SIZE"]),))
+# Programs that recompile per length, and why: everything else must compile exactly once.
+PINNED = {
+    "shard_uneven": "sharding a dim splits it unevenly: no shape rule, the sizes are pinned",
+    "dtensor_input": "a DTensor argument is checked against its whole spec, global shape included",
+}
 
-def f(x):
-    d = DTensor.from_local(x, mesh, [Shard(0)])
-    return d.to_local() * 2, d.shape[0], d.shape[1]
+LAUNCHES = {
+    "cpu-1": ("cpu", 1),
+    "cpu-2": ("cpu", 2),
+    "cuda-1": ("cuda", 1),
+    "cuda-2": ("cuda", 2),
+}
 
-jf = thunder.jit(f, cache="symbolic values")
-sizes = (4, 8, 6, 10)
-for n in sizes:
-    x = torch.randn(n, 3)
-    (local, rows, cols), (expected_local, expected_rows, expected_cols) = jf(x), f(x)
-    torch.testing.assert_close(local, expected_local)
-    assert (rows, cols) == (expected_rows, expected_cols) == (n * dist.get_world_size(), 3), (rows, cols)
-assert 1 <= thunder.cache_misses(jf) <= len(sizes)
-print(f"rank {dist.get_rank()}: ok")
-dist.destroy_process_group()
-"""
+
+def _launch_param(launch):
+    device, ranks = LAUNCHES[launch]
+    if device == "cuda" and torch.cuda.device_count() < ranks:
+        return pytest.param(launch, marks=pytest.mark.skip(reason=f"needs {ranks} CUDA device(s) for nccl"))
+    return launch
+
+
+@pytest.fixture(scope="module", params=[_launch_param(launch) for launch in LAUNCHES])
+def results(request):
+    device, ranks = LAUNCHES[request.param]
+    run = run_torchrun(PROGRAMS.read_text(), nproc=ranks, env={"DEVICE": device}, timeout=600)
+    reported = {}
+    for line in run.stdout.splitlines():
+        if line.startswith("{"):
+            entry = json.loads(line)
+            reported[entry["case"]] = entry
+    if run.returncode != 0 and not reported:
+        pytest.fail(f"torchrun failed ({run.returncode}):\n{run.stderr[-4000:]}")
+    return reported
 
 
 @pytest.mark.distributed
-def test_from_local_global_shape_follows_the_local_size():
-    result = run_torchrun(FROM_LOCAL, nproc=2, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert sorted(line for line in result.stdout.splitlines() if line.startswith("rank")) == [
-        "rank 0: ok",
-        "rank 1: ok",
-    ]
+@pytest.mark.parametrize("case", list(CASES))
+def test_dtensor_program_matches_eager(results, case):
+    assert case in results, f"{case} did not report (the run stopped before it)"
+    entry = results[case]
+    assert entry["ok"], entry["error"]
+    expected = len(LENGTHS) if case in PINNED else 1
+    assert entry["compiles"] == expected, f"{case}: {entry['compiles']} compiles, expected {expected}"

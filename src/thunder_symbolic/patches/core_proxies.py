@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor
 from thunder.core import compile_data
 from thunder.core.proxies import CONSTRAINT, FloatProxy, IntegerProxy, NumberProxy, TensorProxy
+from torch._subclasses.fake_tensor import FakeTensor
 
 from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
@@ -13,7 +13,7 @@ from thunder_symbolic.guards import expressions
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.number_ops import apply_number_op
 from thunder_symbolic.patches.core_jit_ext import opaque
-from thunder_symbolic.patches.torch_experimental import local_tensor_provenance
+from thunder_symbolic.patches.torch_experimental import local_tensor_provenance, symbolic_local_shape
 
 
 @patch(
@@ -36,10 +36,13 @@ def _tensorproxy(original):
                 return original(t, name=name, history=history)
         if history is None:
             if isinstance(t, FakeTensor):
-                # The output of a meta function run on fake tensors (DTensor ops): the fake run converted
-                # every input size to an int, which pinned it, so these sizes are constants of the trace.
+                # The result of a DTensor meta function's fake run: its sizes are symbolic where a shape
+                # rule gave them (see patches.torch_experimental); else the run pinned every size it read,
+                # so they are constants of the trace.
+                shape = symbolic_local_shape(t)
                 with constant_values():
-                    return original(t, name=name, history=None)
+                    fake = original(t, name=name if shape is None else None, history=None)
+                return fake if shape is None else fake.replace(shape=shape, name=name)
             # Nothing in the prologue can re-derive these dims: they are produced by the computation,
             # so they are symbolic without provenance.
             with constant_values():

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import contextvars
+from typing import TYPE_CHECKING, Any
 
 from thunder.core import compile_data
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
-from thunder.core.proxies import NumberProxy
+from thunder.core.proxies import NumberProxy, TensorProxy
 from thunder.core.pytree import tree_flatten
+from thunder.torch.experimental.dtensor_proxy import DTensorProxy
 
 from thunder_symbolic._registry import patch
+
+if TYPE_CHECKING:
+    from thunder_symbolic.dtensor_shapes import DTensorShapes
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.patches.core_jit_ext import opaque
 
@@ -17,6 +22,29 @@ from thunder_symbolic.patches.core_jit_ext import opaque
 local_tensor_provenance: contextvars.ContextVar[tuple | None] = contextvars.ContextVar(
     "thunder_symbolic_local_tensor", default=None
 )
+# (fake result, its symbolic shapes) of the last DTensor meta function's fake run with a shape rule: the
+# meta function then builds its result proxies from that fake result, and these patches give them the
+# symbolic shapes (see thunder_symbolic.dtensor_shapes).
+symbolic_result: contextvars.ContextVar[tuple[Any, DTensorShapes] | None] = contextvars.ContextVar(
+    "thunder_symbolic_dtensor_result", default=None
+)
+
+
+def symbolic_local_shape(fake: Any) -> tuple | None:
+    """The symbolic shape of ``fake`` when it is the last fake result (or its local tensor) with a rule."""
+    last = symbolic_result.get()
+    if last is None:
+        return None
+    result, shapes = last
+    return shapes.local if fake is result or fake is getattr(result, "_local_tensor", None) else None
+
+
+def _symbolic_shapes_of(result_or_spec: Any) -> DTensorShapes | None:
+    last = symbolic_result.get()
+    if last is None:
+        return None
+    result, shapes = last
+    return shapes if result_or_spec is result or result_or_spec is getattr(result, "_spec", None) else None
 
 
 @patch(
@@ -30,8 +58,13 @@ local_tensor_provenance: contextvars.ContextVar[tuple | None] = contextvars.Cont
 )
 def _proxify_dtensor(original):
     def proxify_dtensor(x, name=None, history=None):
-        if history is None or not compile_data.using_symbolic_values():
+        if not compile_data.using_symbolic_values():
             return original(x, name, history)
+        if history is None:
+            # A meta function's result (from_local, redistribute): its global shape from the shape rule.
+            result = original(x, name, history)
+            shapes = _symbolic_shapes_of(x)
+            return result if result is None or shapes is None else DTensorProxy(like=result, shape=shapes.global_)
         local = getattr(x, "_local_tensor", None)
         if local is None:
             return original(x, name, history)
@@ -46,26 +79,71 @@ def _proxify_dtensor(original):
     return proxify_dtensor
 
 
+def _pin_sizes(recorder: Any, args: tuple, kwargs: dict) -> None:
+    """Pin every number and every size (local and global) the fake run was built from."""
+    for arg in tree_flatten((args, kwargs))[0]:
+        dims = []
+        if isinstance(arg, NumberProxy):
+            dims = [arg]
+        elif isinstance(arg, DTensorProxy):
+            dims = [*arg.shape, *arg.local_tensor.shape]
+        elif isinstance(arg, TensorProxy):
+            dims = list(arg.shape)
+        for dim in dims:
+            if isinstance(dim, NumberProxy):
+                recorder.observe_value(dim, dim.value)
+
 
 @patch(
     "thunder.torch.experimental.dtensor_utils:run_with_fake_tensor",
-    summary="number arguments of DTensor meta functions are pinned, as their values are baked into the fake run",
+    summary="DTensor results get symbolic shapes where a shape rule gives them; other fake runs pin their sizes",
     why=(
-        "DTensor meta functions run the torch op on fake tensors built from the proxies' values; a number "
-        "argument's value was read directly (.value), so nothing guarded it."
+        "DTensor meta functions run the torch op on fake tensors built from the traced sizes, and read "
+        "number arguments' values directly: nothing guarded the numbers, and every size became a pin, so "
+        "DTensor programs recompiled for every sequence length (see thunder_symbolic.dtensor_shapes)."
     ),
-    upstream="Lightning-AI/lightning-thunder#463",
+    upstream="Lightning-AI/lightning-thunder#463, #2755",
 )
 def _run_with_fake_tensor(original):
     def run_with_fake_tensor(torch_op, *args, **kwargs):
         recorder = guard_recorder.current()
-        if recorder is not None:
-            for arg in tree_flatten((args, kwargs))[0]:
-                if isinstance(arg, NumberProxy):
-                    recorder.observe_value(arg, arg.value)
-        return original(torch_op, *args, **kwargs)
+        if recorder is None:
+            return original(torch_op, *args, **kwargs)
+        from thunder_symbolic.dtensor_shapes import result_shapes  # torch.distributed: only when DTensors run
+
+        with guard_recorder.paused():
+            result = original(torch_op, *args, **kwargs)
+        shapes = result_shapes(torch_op, args, kwargs, result)
+        if shapes is None:
+            _pin_sizes(recorder, args, kwargs)
+        symbolic_result.set(None if shapes is None else (result, shapes))
+        return result
 
     return run_with_fake_tensor
+
+
+@patch(
+    "thunder.torch.experimental.dtensor_proxy:create_dtensor_proxy_from_proxies",
+    summary="the DTensor result of a meta function with a shape rule gets its symbolic local and global shapes",
+    why=(
+        "Meta functions build their result from the fake run's concrete sizes (the spec's shape, the fake "
+        "local tensor's shape): under symbolic values those are the shapes of the first call only."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _create_dtensor_proxy_from_proxies(original):
+    def create_dtensor_proxy_from_proxies(local_tensor, spec, requires_grad):
+        from thunder_symbolic.dtensor_shapes import same_dims
+
+        shapes = _symbolic_shapes_of(spec._o) if compile_data.using_symbolic_values() else None
+        if shapes is None:
+            return original(local_tensor, spec, requires_grad)
+        if not same_dims(local_tensor.shape, shapes.local):  # by identity: comparing proxies is a guard
+            local_tensor = TensorProxy(like=local_tensor, shape=shapes.local)
+        result = original(local_tensor, spec, requires_grad)
+        return DTensorProxy(like=result, shape=shapes.global_)
+
+    return create_dtensor_proxy_from_proxies
 
 
 def _native_property(original: property) -> property:
@@ -83,3 +161,55 @@ for _name in ("placements", "device_mesh"):
         upstream="Lightning-AI/lightning-thunder#463",
     )(_native_property)
 del _name
+
+
+@patch(
+    "thunder.torch.experimental.dtensor_proxy:DTensorProxy.full_tensor",
+    summary="DTensorProxy.full_tensor(): redistribute to Replicate on every mesh dim, then to_local (as torch)",
+    why="0.2.6 has no full_tensor on DTensor proxies: traced code calling it failed with 'Unknown attribute'.",
+    upstream="Lightning-AI/lightning-thunder#463",
+    adds=True,
+)
+def _full_tensor(original):
+    from torch.distributed.tensor import Replicate
+
+    def full_tensor(self, *, grad_placements=None):
+        """The global tensor on every rank, as ``DTensor.full_tensor``."""
+        mesh = self.device_mesh
+        replicated = self.redistribute(mesh, [Replicate()] * mesh.ndim)
+        return replicated.to_local(grad_placements=grad_placements)
+
+    return full_tensor
+
+
+@patch(
+    "thunder.torch.experimental.dtensor_torch_and_prims:maybe_convert_to_dtype",
+    summary="numbers in DTensor elementwise operations are converted as numbers, not with the DTensor prim",
+    why=(
+        "`dtensor * 2` converted the 2 to the computation type with the DTensor conversion prim, which "
+        "failed (\"<class 'float'> had an unexpected type\") in both cache modes."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _maybe_convert_to_dtype(original):
+    from thunder.clang import maybe_convert_to_dtype as convert_number
+
+    def maybe_convert_to_dtype(a, dtype, *args, **kwargs):
+        if isinstance(a, TensorProxy):
+            return original(a, dtype, *args, **kwargs)
+        return convert_number(a, dtype, *args, **kwargs)
+
+    return maybe_convert_to_dtype
+
+
+@patch(
+    "thunder.torch.experimental.dtensor_torch_and_prims:dtensor_reshape_prim",
+    summary="reshape of a DTensor to an int shape (`d.reshape(n)`) is a reshape to (n,)",
+    why="0.2.6 handed the int to torch's fake reshape, which failed ('must be tuple of ints, not int').",
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _dtensor_reshape_prim(original):
+    def dtensor_reshape_prim(a, shape):
+        return original(a, (shape,) if isinstance(shape, (int, NumberProxy)) else shape)
+
+    return dtensor_reshape_prim

@@ -1,0 +1,170 @@
+"""Symbolic result shapes of thunder's DTensor operations.
+
+thunder 0.2.6 computes the result of a DTensor operation by running the torch operation on fake tensors
+built from the traced sizes. The run needs concrete sizes, so every size it read became a value pin and a
+DTensor program recompiled for every sequence length. The fake run still decides what only torch's
+sharding propagation knows (placements, dtype); for the operations below, the result's local and global
+shapes then follow from the input shapes, the mesh and those placements, and are given here as
+expressions of the input dims. Every rule is checked against the fake run's concrete sizes; an operation
+without a rule (or a rule that does not reproduce them) pins its input sizes, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from numbers import Number
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.distributed.tensor import DTensor, Replicate, Shard
+
+__all__ = ["DTensorShapes", "result_shapes", "same_dims"]
+
+
+@dataclass(frozen=True)
+class DTensorShapes:
+    """The result's local shape and, for a DTensor result, its global shape (else the local one)."""
+
+    local: tuple
+    global_: tuple
+
+    def matches(self, result: Any) -> bool:
+        """Whether the traced values of these shapes are the fake run's sizes."""
+        local = result._local_tensor.shape if isinstance(result, DTensor) else result.shape
+        return _values(self.local) == tuple(local) and _values(self.global_) == tuple(result.shape)
+
+
+def _values(shape: Sequence) -> tuple[int, ...]:
+    return tuple(int(getattr(d, "value", d)) for d in shape)
+
+
+def _is_dtensor_proxy(x: Any) -> bool:
+    return hasattr(x, "local_tensor") and hasattr(x, "spec")
+
+
+def _placements(x: Any) -> tuple:
+    return tuple(x.spec._o.placements)
+
+
+def same_dims(a: Sequence, b: Sequence) -> bool:
+    return len(a) == len(b) and all(x is y or (type(x) is int and type(y) is int and x == y) for x, y in zip(a, b))
+
+
+def _shapes_of(x: Any) -> DTensorShapes:
+    return DTensorShapes(tuple(x.local_tensor.shape), tuple(x.shape))
+
+
+def _nonempty(*shapes: Sequence) -> bool:
+    """Every symbolic dim is at least 1 (a predicate guard each): with an empty operand every sharding
+    strategy costs nothing, and torch's choice among them, so the result's placement, could change."""
+    return all(bool(d >= 1) for shape in shapes for d in shape if not isinstance(d, int))
+
+
+def _only_output_placements(result: Any) -> tuple:
+    return tuple(result._spec.placements) if isinstance(result, DTensor) else ()
+
+
+# --- Rules: (the traced arguments, the fake result) -> shapes or None --------------------------------
+
+
+def _from_local(result, x, mesh, placements, *, run_check=False, shape=None, stride=None):
+    if shape is not None or stride is not None:
+        return None  # the caller states the global shape: its values are what the fake run used
+    global_shape = list(x.shape)
+    for mesh_dim, placement in enumerate(placements):
+        if isinstance(placement, Shard):
+            dim = placement.dim % len(global_shape)
+            global_shape[dim] = global_shape[dim] * mesh.size(mesh_dim)
+    return DTensorShapes(tuple(x.shape), tuple(global_shape))
+
+
+def _to_local(result, dtensor, *, grad_placements=None):
+    local = tuple(dtensor.local_tensor.shape)
+    return DTensorShapes(local, local)
+
+
+def _normalized(placements: Sequence, ndim: int) -> tuple:
+    return tuple(Shard(p.dim % ndim) if isinstance(p, Shard) else p for p in placements)
+
+
+def _redistribute(result, dtensor, device_mesh=None, placements=None, *, async_op=False):
+    if placements is None:
+        return None
+    ndim = len(dtensor.shape)
+    if _normalized(placements, ndim) == _normalized(_placements(dtensor), ndim):
+        return _shapes_of(dtensor)  # nothing moves
+    if all(isinstance(p, Replicate) for p in placements):
+        full = tuple(dtensor.shape)
+        return DTensorShapes(full, full)
+    return None  # sharding a dim splits it unevenly in general: its sizes stay pinned
+
+
+def _reshape(result, a, shape):
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    if not all(isinstance(p, Replicate) for p in _placements(a)) or any(type(d) is int and d < 0 for d in shape):
+        return None  # a sharded reshape (or an inferred -1) depends on the sizes: pinned
+    if not all(bool(d >= 0) for d in shape if type(d) is not int):
+        return None  # a symbolic -1 (guarded against from now on)
+    return DTensorShapes(shape, shape)
+
+
+def _shape_preserving(result, a, *rest, **kwargs):
+    return _shapes_of(a)
+
+
+def _binary(result, a, b, **kwargs):
+    if not _is_dtensor_proxy(a):
+        a, b = b, a
+    if isinstance(b, Number) or getattr(b, "python_type", None) in (int, float, bool, complex):
+        return _shapes_of(a)
+    if not _is_dtensor_proxy(b) or _placements(a) != _placements(b):
+        return None
+    if not (same_dims(a.shape, b.shape) and same_dims(a.local_tensor.shape, b.local_tensor.shape)):
+        return None
+    return _shapes_of(a) if _nonempty(a.shape) else None
+
+
+def _linear(result, a, w, bias=None):
+    global_shape = (*a.shape[:-1], w.shape[0])
+    out = _only_output_placements(result)
+    if len(out) != 1 or not _nonempty(a.shape, w.shape):
+        return None
+    (placement,) = out
+    if not isinstance(placement, Shard):  # Replicate or Partial: every rank holds the full extent
+        return DTensorShapes(global_shape, global_shape)
+    if placement.dim % len(global_shape) == len(global_shape) - 1 and _placements(w) == (Shard(0),):
+        return DTensorShapes((*a.local_tensor.shape[:-1], w.local_tensor.shape[0]), global_shape)
+    if _placements(a) == out and _placements(w) == (Replicate(),):
+        return DTensorShapes((*a.local_tensor.shape[:-1], w.shape[0]), global_shape)
+    return None
+
+
+_RULES: dict[Any, Callable[..., DTensorShapes | None]] = {
+    DTensor.from_local: _from_local,
+    DTensor.to_local: _to_local,
+    DTensor.redistribute: _redistribute,
+    torch.add: _binary,
+    torch.mul: _binary,
+    torch.reshape: _reshape,
+    torch.exp: _shape_preserving,
+    torch.neg: _shape_preserving,
+    torch.reciprocal: _shape_preserving,
+    F.linear: _linear,
+}
+# thunder 0.2.6's DTensor dtype conversion runs a lambda defined in its meta function.
+_CONVERT_ELEMENT_TYPE = "dtensor_convert_element_type_meta.<locals>.<lambda>"
+
+
+def result_shapes(torch_op: Callable, args: tuple, kwargs: dict, result: Any) -> DTensorShapes | None:
+    """The symbolic shapes of ``torch_op(*args, **kwargs)``'s fake ``result``, or None without a rule."""
+    rule = _RULES.get(torch_op)
+    if rule is None and getattr(torch_op, "__qualname__", "") == _CONVERT_ELEMENT_TYPE:
+        rule = _shape_preserving
+    if rule is None:
+        return None
+    shapes = rule(result, *args, **kwargs)
+    if shapes is None or not shapes.matches(result):
+        return None
+    return shapes

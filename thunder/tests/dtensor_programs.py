@@ -1,0 +1,186 @@
+"""DTensor programs under symbolic values, run on every rank by ``torchrun`` (see test_dtensor_symbolic.py).
+
+Each case runs a program eagerly and under ``thunder.jit(..., cache="symbolic values")`` over several
+sequence lengths, compares every output with eager PyTorch (tensor-parallel modules: with the unsharded
+module) and reports its compile count. Rank 0 prints one JSON line per case (``case``, ``ok``,
+``compiles`` or ``error``; a failure on any rank is the case's result); the test decides what each case
+must show. ``DEVICE`` selects cpu (gloo) or cuda (nccl).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import traceback
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+import thunder
+from thunder_symbolic.testing import assert_same
+
+DEVICE = os.environ.get("DEVICE", "cpu")
+LENGTHS = (3, 5, 8, 11)  # odd lengths too: Shard(0) of an odd global size is uneven
+
+
+def from_local_shapes(mesh):
+    def f(x):
+        d = DTensor.from_local(x, mesh, [Shard(0)])
+        return d.to_local() * 2, d.shape[0], d.shape[1]
+
+    return f, [(torch.randn(n, 3, device=DEVICE),) for n in LENGTHS]
+
+
+def elementwise(mesh):
+    def f(x):
+        d = DTensor.from_local(x, mesh, [Shard(0)])
+        return (d * 2 + d).to_local()
+
+    return f, [(torch.randn(n, 3, device=DEVICE),) for n in LENGTHS]
+
+
+def redistribute_to_replicate(mesh):
+    def f(x):
+        return DTensor.from_local(x, mesh, [Shard(0)]).redistribute(mesh, [Replicate()]).to_local()
+
+    return f, [(torch.randn(n, 3, device=DEVICE),) for n in LENGTHS]
+
+
+def full_tensor(mesh):
+    def f(x):
+        return DTensor.from_local(x, mesh, [Shard(1)]).full_tensor()
+
+    return f, [(torch.randn(2, n, device=DEVICE),) for n in LENGTHS]
+
+
+def linear_colwise(mesh):
+    def f(x, w):
+        d = DTensor.from_local(x, mesh, [Replicate()])
+        return F.linear(d, DTensor.from_local(w, mesh, [Shard(0)])).to_local()
+
+    return f, [(torch.randn(n, 4, device=DEVICE), torch.randn(6, 4, device=DEVICE)) for n in LENGTHS]
+
+
+def linear_rowwise(mesh):
+    def f(x, w):
+        d = DTensor.from_local(x, mesh, [Shard(1)])
+        out = F.linear(d, DTensor.from_local(w, mesh, [Shard(1)]))
+        return out.redistribute(mesh, [Replicate()]).to_local()
+
+    return f, [(torch.randn(n, 4, device=DEVICE), torch.randn(6, 4, device=DEVICE)) for n in LENGTHS]
+
+
+def reshape_replicated(mesh):
+    def f(x):
+        d = DTensor.from_local(x, mesh, [Replicate()])
+        return d.reshape(x.shape[0] * 3).to_local()
+
+    return f, [(torch.randn(n, 3, device=DEVICE),) for n in LENGTHS]
+
+
+def shard_uneven(mesh):
+    """Sharding splits a dim unevenly: no shape rule, so the sizes are pinned (one compile per length)."""
+
+    def f(x):
+        return DTensor.from_local(x, mesh, [Replicate()]).redistribute(mesh, [Shard(0)]).to_local()
+
+    return f, [(torch.randn(n, 3, device=DEVICE),) for n in LENGTHS]
+
+
+def dtensor_input(mesh):
+    """A DTensor argument is checked against its whole spec (global shape included): one compile per length."""
+
+    def f(d):
+        return (d + d).to_local()
+
+    return f, [(DTensor.from_local(torch.randn(n, 3, device=DEVICE), mesh, [Shard(0)]),) for n in LENGTHS]
+
+
+class MLP(nn.Module):
+    def __init__(self, dim=8, hidden=16):
+        super().__init__()
+        self.up, self.down = nn.Linear(dim, hidden), nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)))
+
+
+class Attention(nn.Module):
+    def __init__(self, dim=16, heads=4):
+        super().__init__()
+        self.head_dim = dim // heads
+        self.q, self.k, self.v, self.o = (nn.Linear(dim, dim, bias=False) for _ in range(4))
+
+    def forward(self, x):
+        batch, length, _ = x.shape
+        q, k, v = (p(x).view(batch, length, -1, self.head_dim).transpose(1, 2) for p in (self.q, self.k, self.v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o(y.transpose(1, 2).reshape(batch, length, -1))
+
+
+def tensor_parallel(make_module, plan, dim):
+    def case(mesh):
+        reference = make_module().to(DEVICE)
+        sharded = parallelize_module(copy.deepcopy(reference), mesh, plan)
+        return sharded, [(torch.randn(2, n, dim, device=DEVICE),) for n in LENGTHS], reference
+
+    return case
+
+
+CASES = {
+    "from_local_shapes": from_local_shapes,
+    "elementwise": elementwise,
+    "redistribute_to_replicate": redistribute_to_replicate,
+    "full_tensor": full_tensor,
+    "linear_colwise": linear_colwise,
+    "linear_rowwise": linear_rowwise,
+    "reshape_replicated": reshape_replicated,
+    "shard_uneven": shard_uneven,
+    "dtensor_input": dtensor_input,
+    "mlp_tensor_parallel": tensor_parallel(MLP, {"up": ColwiseParallel(), "down": RowwiseParallel()}, 8),
+    "attention_tensor_parallel": tensor_parallel(
+        Attention, {p: ColwiseParallel() for p in "qkv"} | {"o": RowwiseParallel()}, 16
+    ),
+}
+
+
+def run_case(name, mesh) -> dict:
+    made = CASES[name](mesh)
+    fn, arg_sets = made[:2]
+    reference = made[2] if len(made) > 2 else fn
+    jfn = thunder.jit(fn, cache="symbolic values")
+    with torch.no_grad():
+        for i, args in enumerate(arg_sets):
+            assert_same(jfn(*args), reference(*args), path=f"{name} call {i}")
+    return {"case": name, "ok": True, "compiles": thunder.cache_misses(jfn)}
+
+
+def main():
+    if DEVICE == "cuda":
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("nccl" if DEVICE == "cuda" else "gloo")
+    mesh = init_device_mesh(DEVICE, (dist.get_world_size(),))
+    try:
+        for name in CASES:
+            torch.manual_seed(0)
+            try:
+                result = run_case(name, mesh)
+            except Exception as error:  # noqa: BLE001  (reported per case; the test names it)
+                result = {"case": name, "ok": False, "error": "".join(traceback.format_exception(error))[-2000:]}
+            results = [None] * dist.get_world_size()
+            dist.all_gather_object(results, result)  # a case passes only if it passed on every rank
+            if dist.get_rank() == 0:
+                failed = [r for r in results if not r["ok"]]
+                print(json.dumps(failed[0] if failed else result), flush=True)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
