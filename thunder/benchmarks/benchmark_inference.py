@@ -27,7 +27,7 @@ import sys
 import time
 import traceback
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -59,7 +59,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
     p.add_argument("--attn-implementation", default=None, help="transformers attn_implementation (default: sdpa)")
-    p.add_argument("--disable-moe-replacement", action="store_true", help="keep transformers' MoE (always the case)")
+    p.add_argument(
+        "--disable-moe-replacement",
+        action="store_true",
+        help="keep transformers' Llama4TextMoe (default: grouped-matmul experts, tensor-parallel)",
+    )
     p.add_argument("--thunder-trace", action="store_true", help="print the last thunder traces")
     p.add_argument("--save-results", action="store_true")
     p.add_argument("--output-dir", default="./results")
@@ -192,7 +196,7 @@ def load_config(args):
     return config
 
 
-def tp_plan(config) -> dict:
+def tp_plan(config, *, grouped_experts: bool) -> dict:
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
     layers = "*.layers.*"
@@ -206,6 +210,13 @@ def tp_plan(config) -> dict:
         plan[f"{layers}.{mlp}.gate_proj"] = ColwiseParallel(use_local_output=False)
         plan[f"{layers}.{mlp}.up_proj"] = ColwiseParallel(use_local_output=False)
         plan[f"{layers}.{mlp}.down_proj"] = RowwiseParallel(use_local_output=True)
+    if grouped_experts:  # the routed experts of the MoE replacement, sharded over their intermediate dim
+        from layers_for_inference_benchmark import GroupedLinearColwiseParallel, GroupedLinearRowwiseParallel
+
+        experts = f"{layers}.feed_forward.routed_experts"
+        plan[f"{experts}.gate_proj"] = GroupedLinearColwiseParallel()
+        plan[f"{experts}.up_proj"] = GroupedLinearColwiseParallel()
+        plan[f"{experts}.down_proj"] = GroupedLinearRowwiseParallel()
     return plan
 
 
@@ -241,10 +252,18 @@ def build_model(args, config, ctx: Dist, device: torch.device):
         )
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, torch_dtype=dtype)
+        grouped_experts = not args.disable_moe_replacement
+        if grouped_experts:
+            from layers_for_inference_benchmark import replace_moe_layers
+
+            replace_moe_layers(model)
     if ctx.mesh is not None:
         from torch.distributed.tensor.parallel import parallelize_module
 
-        model = parallelize_module(model, ctx.mesh, tp_plan(config))
+        with warnings.catch_warnings():
+            # The plan names the layers of dense and of MoE blocks; torch warns for every key a layer lacks.
+            warnings.filterwarnings("ignore", message="Parallelize plan key", category=UserWarning)
+            model = parallelize_module(model, ctx.mesh, tp_plan(config, grouped_experts=grouped_experts))
     model.to_empty(device=device)
     initialize(model, args.seed, device)
     model.requires_grad_(False)
@@ -274,8 +293,9 @@ def compile_model(model, args, cache: str | None):
         return model
     if args.mode == "inductor":
         return torch.compile(model, mode="reduce-overhead" if args.device_type == "cuda" else "default")
-    import thunder
     from thunder.dynamo import thunderfx
+
+    import thunder
 
     options = {} if cache is None else {"cache": cache}
     if args.enable_nv_linear:
@@ -480,8 +500,11 @@ def run_one(args, config, ctx: Dist, device: torch.device, cache: str | None) ->
         for fn in fns:
             print(thunder.last_traces(fn)[-1])
     verify = {"max_logit_diff_vs_eager": max_logit_diff, "matches_eager": max_logit_diff <= tolerance}
+    from layers_for_inference_benchmark import Llama4MoE
+
     return {
         "thunder_cache": cache,
+        "grouped_expert_moe_blocks": sum(isinstance(m, Llama4MoE) for m in runner.model.modules()),
         "verify": verify,
         "metrics": summarize(args, measured),
         "memory": memory_stats(device),
@@ -509,7 +532,7 @@ def print_report(report: dict[str, Any]) -> None:
     print(
         f"\n=== {cfg['mode']} | {cfg['model_name']} | {cfg['world_size']} rank(s) on {cfg['device']} | "
         f"batch {cfg['batch_size']}, input {cfg['input_length']}, output {cfg['output_length']}, "
-        f"KV cache {cfg['kv_cache']} ==="
+        f"KV cache {cfg['kv_cache']}, MoE {'transformers' if cfg['disable_moe_replacement'] else 'grouped experts'} ==="
     )
     for run in report["runs"]:
         m, c, mem = run["metrics"], run["compile"], run["memory"]

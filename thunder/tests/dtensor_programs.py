@@ -124,10 +124,32 @@ class Attention(nn.Module):
         return self.o(y.transpose(1, 2).reshape(batch, length, -1))
 
 
+def grouped_experts_moe(dim=16, experts=4, hidden=32):
+    """The inference benchmark's MoE replacement (PYTHONPATH holds thunder/benchmarks)."""
+    from layers_for_inference_benchmark import GroupedSwiGLU, Llama4MoE
+
+    routed = GroupedSwiGLU(experts, dim, hidden)
+    for p in routed.parameters():
+        nn.init.normal_(p, std=0.2)
+    return Llama4MoE(nn.Linear(dim, experts, bias=False), MLP(dim, hidden), routed, top_k=2)
+
+
+def grouped_experts_plan():
+    from layers_for_inference_benchmark import GroupedLinearColwiseParallel, GroupedLinearRowwiseParallel
+
+    return {
+        "routed_experts.gate_proj": GroupedLinearColwiseParallel(),
+        "routed_experts.up_proj": GroupedLinearColwiseParallel(),
+        "routed_experts.down_proj": GroupedLinearRowwiseParallel(),
+        "shared_expert.up": ColwiseParallel(),
+        "shared_expert.down": RowwiseParallel(),
+    }
+
+
 def tensor_parallel(make_module, plan, dim):
     def case(mesh):
         reference = make_module().to(DEVICE)
-        sharded = parallelize_module(copy.deepcopy(reference), mesh, plan)
+        sharded = parallelize_module(copy.deepcopy(reference), mesh, plan() if callable(plan) else plan)
         return sharded, [(torch.randn(2, n, dim, device=DEVICE),) for n in LENGTHS], reference
 
     return case
@@ -147,6 +169,7 @@ CASES = {
     "attention_tensor_parallel": tensor_parallel(
         Attention, {p: ColwiseParallel() for p in "qkv"} | {"o": RowwiseParallel()}, 16
     ),
+    "moe_tensor_parallel": tensor_parallel(grouped_experts_moe, grouped_experts_plan, 16),
 }
 
 

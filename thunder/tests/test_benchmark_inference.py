@@ -1,4 +1,5 @@
-"""CPU smoke test of the inference benchmark: 2 ranks over gloo, a growing KV cache, both thunder caches."""
+"""CPU smoke test of the inference benchmark: 2 ranks over gloo, a growing KV cache, both thunder caches,
+a dense and an MoE layer (tensor-parallel grouped-matmul experts)."""
 
 import json
 from pathlib import Path
@@ -27,7 +28,7 @@ def run_benchmark(tmp_path, *flags, nproc=2):
 @pytest.mark.distributed
 def test_symbolic_values_never_recompile_in_later_decode(tmp_path):
     report, result = run_benchmark(
-        tmp_path, "--mode", "thunder", "--compare-cache", "--num-layers", "1", "--output-length", "5",
+        tmp_path, "--mode", "thunder", "--compare-cache", "--num-layers", "2", "--output-length", "5",
         "--num-iterations", "1", "--warmup-iterations", "0",
     )
     runs = {run["thunder_cache"]: run for run in report["runs"]}
@@ -35,6 +36,7 @@ def test_symbolic_values_never_recompile_in_later_decode(tmp_path):
     assert runs["symbolic values"]["compile"]["recompiles_later_decode"] == 0
     assert runs["constant values"]["compile"]["recompiles_later_decode"] > 0
     assert all(run["verify"]["matches_eager"] for run in runs.values())
+    assert all(run["grouped_expert_moe_blocks"] == 1 for run in runs.values())  # layer 1 of 2 is MoE
     assert "recompiles excluding initial" in result.stdout
 
 

@@ -17,6 +17,7 @@ from dtensor_programs import CASES, LENGTHS
 from thunder_symbolic.testing import run_torchrun
 
 PROGRAMS = Path(__file__).with_name("dtensor_programs.py")
+BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 
 # Programs that recompile per length, and why: everything else must compile exactly once.
 PINNED = {
@@ -42,7 +43,8 @@ def _launch_param(launch):
 @pytest.fixture(scope="module", params=[_launch_param(launch) for launch in LAUNCHES])
 def results(request):
     device, ranks = LAUNCHES[request.param]
-    run = run_torchrun(PROGRAMS.read_text(), nproc=ranks, env={"DEVICE": device}, timeout=600)
+    env = {"DEVICE": device, "PYTHONPATH": str(BENCHMARKS)}  # the MoE case uses the benchmark's layers
+    run = run_torchrun(PROGRAMS.read_text(), nproc=ranks, env=env, timeout=600)
     reported = {}
     for line in run.stdout.splitlines():
         if line.startswith("{"):

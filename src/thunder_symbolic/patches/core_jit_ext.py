@@ -7,8 +7,9 @@ from functools import partial
 
 import torch
 from thunder.core import compile_data
-from thunder.core.interpreter import PseudoInst, interpreter_needs_wrap
+from thunder.core.interpreter import PseudoInst, interpreter_needs_wrap, unwrap, wrap
 from thunder.core.proxies import NumberProxy, StringProxy, variableify
+from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 
 from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
@@ -42,8 +43,13 @@ class _LookasideMap(dict):
 
 @patch(
     "thunder.core.jit_ext:_general_jit_lookaside_map",
-    summary="guard recorders run natively, not interpreted; min/max of two numbers and torch.sym_max/min stay symbolic",
-    why="They run inside NumberProxy methods that traced code reaches; interpreting them would trace them.",
+    summary="guard recorders run natively, not interpreted; min/max of two numbers and torch.sym_max/min stay "
+    "symbolic; isinstance(dtensor, DTensor) is True for DTensor proxies",
+    why=(
+        "Guard recorders run inside NumberProxy methods that traced code reaches; interpreting them would trace "
+        "them. 0.2.6's isinstance answers for a DTensor proxy as for a plain tensor, so code that unwraps "
+        "DTensors (`w.to_local() if isinstance(w, DTensor) else w`) took the wrong branch and failed."
+    ),
     upstream=UPSTREAM,
 )
 def _lookaside_map(original):
@@ -52,7 +58,22 @@ def _lookaside_map(original):
         lookasides[fn] = interpreter_needs_wrap(partial(apply_number_op, op))
     for fn, op in ((builtins.max, "max"), (builtins.min, "min")):
         lookasides[fn] = interpreter_needs_wrap(partial(_min_max_of_two_numbers, fn, op))
+    if isinstance in original:
+        lookasides[isinstance] = _dtensor_aware_isinstance(original[isinstance])
     return lookasides
+
+
+def _dtensor_aware_isinstance(lookaside):
+    def isinstance_lookaside(obj, cls):
+        result = lookaside(obj, cls)
+        if unwrap(result) is False and is_dtensor_proxy(unwrap(obj)):
+            from torch.distributed.tensor import DTensor
+
+            if issubclass(DTensor, unwrap(cls)):
+                return wrap(True, provenance=result.provenance)
+        return result
+
+    return isinstance_lookaside
 
 
 def _min_max_of_two_numbers(builtin, op, *args, **kwargs):

@@ -16,6 +16,11 @@ from thunder_symbolic.patches.core_jit_ext import opaque
 from thunder_symbolic.patches.torch_experimental import local_tensor_provenance, symbolic_local_shape
 
 
+def _from_fake_run(t: torch.Tensor) -> bool:
+    # A redistribute's fake result holds its fake local tensor in an AsyncCollectiveTensor wrapper.
+    return isinstance(t, FakeTensor) or isinstance(getattr(t, "elem", None), FakeTensor)
+
+
 @patch(
     "thunder.core.proxies:tensorproxy",
     summary="nn.Parameters keep static shapes; tensors without history get symbolic dims without provenance",
@@ -35,11 +40,11 @@ def _tensorproxy(original):
             with constant_values():
                 return original(t, name=name, history=history)
         if history is None:
-            if isinstance(t, FakeTensor):
+            shape = symbolic_local_shape(t)
+            if shape is not None or _from_fake_run(t):
                 # The result of a DTensor meta function's fake run: its sizes are symbolic where a shape
                 # rule gave them (see patches.torch_experimental); else the run pinned every size it read,
                 # so they are constants of the trace.
-                shape = symbolic_local_shape(t)
                 with constant_values():
                     fake = original(t, name=name if shape is None else None, history=None)
                 return fake if shape is None else fake.replace(shape=shape, name=name)
@@ -215,4 +220,3 @@ for _method, _op, _options in (
         replaces=True,
     )(_number_method(_op, **_options))
 del _method, _op, _options
-

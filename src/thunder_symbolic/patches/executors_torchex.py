@@ -1,0 +1,43 @@
+"""Patches of ``thunder/executors/torchex.py``: the torch executor runs grouped matmuls (MoE experts)."""
+
+from __future__ import annotations
+
+from thunder.core import dtypes
+from thunder.core.devices import DeviceType
+from thunder.extend import ImplInfo
+
+from thunder_symbolic._registry import patch
+
+
+def grouped_mm_executable(a, b, offsets=None, bias=None, dtype=None) -> bool:
+    """Whether ``torch._grouped_mm`` runs these operands: bfloat16 (CUDA and CPU) or float32 on CPU, int32
+    offsets. The signature is ltorch._grouped_mm's, whose bound symbols carry ``bias`` and ``dtype`` too."""
+    if offsets is None or bias is not None or offsets.dtype != dtypes.int32:
+        return False
+    supported = {dtypes.bfloat16} if a.device.devicetype is DeviceType.CUDA else {dtypes.bfloat16, dtypes.float32}
+    return a.dtype in supported and b.dtype == a.dtype
+
+
+@patch(
+    "thunder.executors.torchex:ex._implmap",
+    summary="the torch executor's checker of _grouped_mm takes ltorch._grouped_mm's arguments; float32 on CPU",
+    why=(
+        "0.2.6's checker takes three arguments while ltorch._grouped_mm's bound symbols pass five, so any "
+        "program with torch._grouped_mm (routed MoE experts) failed with a TypeError before running."
+    ),
+)
+def _implmap(original):
+    from thunder.core import prims
+    from thunder.torch import _grouped_mm
+
+    fixed = dict(original)
+    for sym in (prims._grouped_mm, _grouped_mm):
+        info = original.get(sym.id)
+        if info is not None:
+            fixed[sym.id] = ImplInfo(
+                symbol=info.symbol,
+                checker=grouped_mm_executable,
+                execution_transform=info.execution_transform,
+                grad_transform=info.grad_transform,
+            )
+    return fixed
