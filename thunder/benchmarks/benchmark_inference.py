@@ -527,12 +527,15 @@ def versions() -> dict[str, str]:
     return out
 
 
+MOE_KIND = {False: "grouped experts", True: "transformers"}  # by --disable-moe-replacement
+
+
 def print_report(report: dict[str, Any]) -> None:
     cfg = report["config"]
     print(
         f"\n=== {cfg['mode']} | {cfg['model_name']} | {cfg['world_size']} rank(s) on {cfg['device']} | "
         f"batch {cfg['batch_size']}, input {cfg['input_length']}, output {cfg['output_length']}, "
-        f"KV cache {cfg['kv_cache']}, MoE {'transformers' if cfg['disable_moe_replacement'] else 'grouped experts'} ==="
+        f"KV cache {cfg['kv_cache']}, MoE {MOE_KIND[cfg['disable_moe_replacement']]} ==="
     )
     for run in report["runs"]:
         m, c, mem = run["metrics"], run["compile"], run["memory"]
