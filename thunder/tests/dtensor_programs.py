@@ -102,6 +102,20 @@ def dtensor_input(mesh):
     return f, [(DTensor.from_local(torch.randn(n, 3, device=DEVICE), mesh, [Shard(0)]),) for n in LENGTHS]
 
 
+def placements_change(mesh):
+    """The same global shape with other placements: the spec is checked, so this is a second program."""
+
+    def f(d):
+        if d.placements[0].is_shard():
+            return d.to_local() * 2
+        return d.to_local() * 3
+
+    world = mesh.size()
+    sharded = DTensor.from_local(torch.ones(4, 3, device=DEVICE), mesh, [Shard(0)])
+    replicated = DTensor.from_local(torch.ones(4 * world, 3, device=DEVICE), mesh, [Replicate()])
+    return f, [(sharded,), (replicated,), (sharded,), (replicated,)]
+
+
 class MLP(nn.Module):
     def __init__(self, dim=8, hidden=16):
         super().__init__()
@@ -165,6 +179,7 @@ CASES = {
     "reshape_replicated": reshape_replicated,
     "shard_uneven": shard_uneven,
     "dtensor_input": dtensor_input,
+    "placements_change": placements_change,
     "mlp_tensor_parallel": tensor_parallel(MLP, {"up": ColwiseParallel(), "down": RowwiseParallel()}, 8),
     "attention_tensor_parallel": tensor_parallel(
         Attention, {p: ColwiseParallel() for p in "qkv"} | {"o": RowwiseParallel()}, 16

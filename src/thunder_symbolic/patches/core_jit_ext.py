@@ -103,10 +103,12 @@ def _thunder_general_jit(original):
 
 @patch(
     "thunder.core.jit_ext:JitCtx.proxify",
-    summary="number arguments become guard leaves; module number attributes and str inputs are pinned by value",
+    summary="number arguments become guard leaves; module number attributes and str inputs are pinned by value; "
+    "DTensor inputs have their spec checked",
     why=(
         "0.2.6 registers number and str inputs under symbolic values without any check, so a float "
-        "reused an int trace and a different str reused a trace branching on the old one."
+        "reused an int trace and a different str reused a trace branching on the old one; and it checks "
+        "a DTensor input's mesh and placements only under constant values (a wrong result when they change)."
     ),
     upstream=f"{UPSTREAM}, #2779, #2795",
 )
@@ -121,7 +123,14 @@ def _proxify(original):
             # torch.compile treats module attributes, and pinned by value in the prologue.
             with constant_values():
                 return original(self, value)
+        spec = _dtensor_spec(value.value)  # read before proxify replaces the value by its proxy
         p = original(self, value)
+        if compile_data.using_symbolic_values() and is_dtensor_proxy(p) and spec is not None:
+            # 0.2.6 checks a DTensor input's spec (mesh, placements) under constant values only: a program
+            # traced for Shard(0) was reused for a Replicate input of the same shape.
+            from thunder.torch.experimental.dtensor_torch_and_prims import check_dtensor_spec_repr
+
+            self.add_constraint((check_dtensor_spec_repr, p, spec))
         recorder = guard_recorder.current()
         if recorder is None or expressions.is_symbolic(p) or getattr(p, "history", None) is None:
             return p
@@ -134,6 +143,14 @@ def _proxify(original):
         return p
 
     return proxify
+
+
+def _dtensor_spec(obj):
+    if not torch.distributed.is_available():
+        return None
+    from torch.distributed.tensor import DTensor
+
+    return obj._spec if isinstance(obj, DTensor) else None
 
 
 def _rooted_in_arguments(provenance) -> bool:
