@@ -22,7 +22,6 @@ BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 # Programs that compile more than once, how often, and why: everything else must compile exactly once.
 COMPILES = {
     "shard_uneven": (len(LENGTHS), "sharding a dim splits it unevenly: no shape rule, the sizes are pinned"),
-    "dtensor_input": (len(LENGTHS), "a DTensor argument is checked against its whole spec, global shape included"),
     "placements_change": (2, "a Shard(0) and a Replicate argument of one global shape are two programs"),
 }
 

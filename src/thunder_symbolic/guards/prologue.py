@@ -17,7 +17,7 @@ from typing import Any
 from thunder.core.prims import OpTags
 from thunder.executors.pythonex import ex as pythonex
 
-__all__ = ["GuardFailed", "check_symbolic_guards"]
+__all__ = ["GuardFailed", "check_dtensor_layout", "check_symbolic_guards", "dtensor_layout"]
 
 
 class GuardFailed(RuntimeError):
@@ -74,3 +74,20 @@ check_symbolic_guards = pythonex.register_operator(
     "check_symbolic_guards", meta=_meta, fn=_impl, tags=(OpTags.DONT_DCE,)
 )
 pythonex.register_implementation(check_symbolic_guards, check_symbolic_guards, checker=lambda *args: True)
+
+
+def dtensor_layout(spec: Any) -> str:
+    """A DTensor spec without its tensor metadata: the mesh and the placements. The sizes of a symbolic
+    DTensor argument are checked by its guards; the spec's repr, which 0.2.6 compares, includes them."""
+    return repr((spec.mesh, tuple(spec.placements)))
+
+
+def _check_layout(dtensor, layout: str) -> None:
+    if dtensor_layout(dtensor._spec) != layout:
+        raise GuardFailed(f"DTensor layout {layout}", "a DTensor argument")
+
+
+check_dtensor_layout = pythonex.register_operator(
+    "check_dtensor_layout", meta=lambda dtensor, layout: None, fn=_check_layout, tags=(OpTags.DONT_DCE,)
+)
+pythonex.register_implementation(check_dtensor_layout, check_dtensor_layout, checker=lambda *args: True)

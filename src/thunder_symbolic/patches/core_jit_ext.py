@@ -15,7 +15,7 @@ from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
 from thunder_symbolic.guards import expressions
 from thunder_symbolic.guards import recorder as guard_recorder
-from thunder_symbolic.guards.prologue import check_symbolic_guards
+from thunder_symbolic.guards.prologue import check_dtensor_layout, check_symbolic_guards, dtensor_layout
 from thunder_symbolic.number_ops import apply_number_op
 
 UPSTREAM = "Lightning-AI/lightning-thunder#463"
@@ -127,10 +127,10 @@ def _proxify(original):
         p = original(self, value)
         if compile_data.using_symbolic_values() and is_dtensor_proxy(p) and spec is not None:
             # 0.2.6 checks a DTensor input's spec (mesh, placements) under constant values only: a program
-            # traced for Shard(0) was reused for a Replicate input of the same shape.
-            from thunder.torch.experimental.dtensor_torch_and_prims import check_dtensor_spec_repr
-
-            self.add_constraint((check_dtensor_spec_repr, p, spec))
+            # traced for Shard(0) was reused for a Replicate input of the same shape. Its check compares the
+            # spec's repr, sizes included, and unpacks the local tensor again under a fresh name, which can
+            # shadow the local tensor the guards read: the sizes are left to the tensor checks and guards.
+            self.add_constraint((check_dtensor_layout, p, dtensor_layout(spec)))
         recorder = guard_recorder.current()
         if recorder is None or expressions.is_symbolic(p) or getattr(p, "history", None) is None:
             return p

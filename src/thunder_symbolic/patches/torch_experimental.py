@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextvars
 from typing import TYPE_CHECKING, Any
 
+import torch
 from thunder.core import compile_data
-from thunder.core.interpreter import ProvenanceRecord, PseudoInst
-from thunder.core.proxies import NumberProxy, TensorProxy
+from thunder.core.interpreter import ProvenanceRecord, PseudoInst, wrap_const
+from thunder.core.proxies import CONSTRAINT, IntegerProxy, NumberProxy, TensorProxy
 from thunder.core.pytree import tree_flatten
 from thunder.torch.experimental.dtensor_proxy import DTensorProxy
 
@@ -72,11 +73,33 @@ def _proxify_dtensor(original):
         provenance = ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[history, attribute])
         token = local_tensor_provenance.set((local, provenance))
         try:
-            return original(x, name, history)
+            if isinstance(x, torch.nn.Parameter):
+                return original(x, name, history)  # parameters keep static (global) shapes
+            result = original(x, None, history)
         finally:
             local_tensor_provenance.reset(token)
+        # An argument: its global dims are symbolic inputs too, read from the DTensor like a tensor's.
+        proxy = DTensorProxy(name, like=result, shape=_input_dims(x.shape, history), history=history)
+        recorder = guard_recorder.current()
+        if recorder is not None:
+            recorder.add_tensor_input(proxy)
+        return proxy
 
     return proxify_dtensor
+
+
+def _input_dims(shape, history) -> tuple:
+    """Symbolic dims the prologue unpacks as ``<input>.shape[i]`` (how thunder proxies a tensor input's)."""
+    shape_of = ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[history, wrap_const("shape").provenance])
+    return tuple(
+        IntegerProxy(
+            None,
+            size,
+            history=ProvenanceRecord(PseudoInst.BINARY_SUBSCR, inputs=[shape_of, wrap_const(i).provenance]),
+            constraint=CONSTRAINT.CONSTRAINABLE,
+        )
+        for i, size in enumerate(shape)
+    )
 
 
 def _pin_sizes(recorder: Any, args: tuple, kwargs: dict) -> None:
