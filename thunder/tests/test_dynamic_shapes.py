@@ -400,13 +400,16 @@ def test_aliased_inputs_with_symbolic_shapes():
     check_against_eager(f, [aliased_inputs(n) for n in (2, 3, 5)], compiles=1)
 
 
-@pytest.mark.xfail(strict=True, reason="views of different numel: thunder's alias update reshapes one into the other")
-def test_aliased_views_of_different_numel():
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+def test_aliased_views_of_different_numel_get_a_clear_error(cache):
+    # thunder stands in for aliased inputs with reshapes of one of them, which views of different sizes
+    # are not: 0.2.6 failed with an impossible reshape; unsupported, it must say so in the user's terms.
     def f(y, z):
         return y.add_(z.sum())
 
     base = torch.randn(6)
-    check_against_eager(f, [(base.view(2, 3), base[:3])])
+    with pytest.raises(NotImplementedError, match=r"y \(6 elements\), z \(3 elements\) are views of the same memory"):
+        thunder.jit(f, cache=cache)(base.view(2, 3), base[:3])
 
 
 def test_builtin_min_max_of_sequences_and_keywords_keep_python_semantics():

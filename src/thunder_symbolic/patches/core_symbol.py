@@ -95,22 +95,3 @@ def ensure_dims_produced(trace):
     fixed = from_trace(trace)
     fixed.bound_symbols = bound
     return fixed
-
-
-@patch(
-    "thunder.core.update_aliases:insert_alias_updates",
-    summary="under symbolic values, the dims used by the reshapes it inserts are produced first",
-    why=(
-        "Updating aliased inputs reshapes one view to another's shape; the dims of that shape had no "
-        "producer in the trace and the generated code failed ('cannot access local variable i6')."
-    ),
-    upstream="Lightning-AI/lightning-thunder#2764, #2746",
-)
-def _insert_alias_updates(original):
-    def insert_alias_updates(computation_trace, alias_tensor_indices):
-        updated = original(computation_trace, alias_tensor_indices)
-        if updated is computation_trace or not compile_data.using_symbolic_values():
-            return updated
-        return ensure_dims_produced(updated)
-
-    return insert_alias_updates
