@@ -4,7 +4,10 @@ A program is Python source: a function ``f(x, k)`` of a 2-D tensor and an int th
 statements to ``y`` (always 2-D) and returns tensors, sizes and ints. Control-flow statements come in
 two spellings: the plain one that thunder traces, and an instrumented one that records each decision
 in ``path``, so that running the instrumented program eagerly tells which control-flow path an
-argument set takes. Failures shrink to a short program, printed as runnable Python.
+argument set takes. The instrumented spelling also records, after each statement, whether each dim of
+``y`` is 0, 1 or more: thunder legitimately specializes on intermediate sizes of 0 and 1 (broadcasting,
+empty slices), so these belong to the path too. Failures shrink to a short program, printed as runnable
+Python.
 """
 
 from __future__ import annotations
@@ -71,22 +74,25 @@ class Program:
         return namespace["f"]
 
 
+SIZE_CLASSES = "\n    path.append(tuple(min(d, 2) for d in y.shape))"
+
+
 @st.composite
 def statements(draw) -> tuple[str, str]:
     if draw(st.booleans()):
         stmt = draw(st.sampled_from(STRAIGHT))
-        return f"    {stmt}", f"    {stmt}"
+        return f"    {stmt}", f"    {stmt}{SIZE_CLASSES}"
     if draw(st.booleans()):
         condition = draw(st.sampled_from(BRANCHES)).format(c=draw(st.integers(0, 6)))
         then, other = draw(st.sampled_from(STRAIGHT)), draw(st.sampled_from(STRAIGHT))
         plain = f"    if {condition}:\n        {then}\n    else:\n        {other}"
         instrumented = f"    if path.append({condition}) or path[-1]:\n        {then}\n    else:\n        {other}"
-        return plain, instrumented
+        return plain, instrumented + SIZE_CLASSES
     bound = draw(st.sampled_from(["min(k, 3)", "min(y.shape[0], 3)"]))
     stmt = draw(st.sampled_from(STRAIGHT[:7]))
     plain = f"    for _ in range({bound}):\n        {stmt}"
     instrumented = f"    path.append({bound})\n    for _ in range({bound}):\n        {stmt}"
-    return plain, instrumented
+    return plain, instrumented + SIZE_CLASSES
 
 
 @st.composite

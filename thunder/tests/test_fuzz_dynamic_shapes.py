@@ -17,8 +17,8 @@ import time
 import pytest
 import thunder
 import torch
-from hypothesis import HealthCheck, given, note, settings
-from program_generator import Program, argument_sets, programs
+from hypothesis import HealthCheck, example, given, note, settings
+from program_generator import SIZE_CLASSES, Program, argument_sets, programs
 
 from thunder_symbolic.testing import assert_same
 
@@ -41,6 +41,24 @@ def report():
     )
 
 
+def _narrowing_to_width_one() -> Program:
+    """Found by the long profile: 3 cols narrow to 1 (4 cols to 2), then `y - y.sum(1, keepdim=True)`
+    specializes on that width being 1 — a size class of an intermediate, not of the inputs."""
+    narrow = "    if y.shape[0] > 2:\n        y = y * 2 + 1\n    else:\n        y = y[:, : max(y.shape[1] - 1, 1)]"
+    loop = "    for _ in range(min(k, 3)):\n        y = y - y.sum(1, keepdim=True)"
+    loop_instrumented = "    path.append(min(k, 3))\n" + loop
+    plain = "\n".join(["    y = y * 2 + 1", narrow, narrow, loop])
+    instrumented = "\n".join(
+        [
+            "    y = y * 2 + 1" + SIZE_CLASSES,
+            narrow.replace("if y.shape[0] > 2", "if path.append(y.shape[0] > 2) or path[-1]") + SIZE_CLASSES,
+            narrow.replace("if y.shape[0] > 2", "if path.append(y.shape[0] > 2) or path[-1]") + SIZE_CLASSES,
+            loop_instrumented + SIZE_CLASSES,
+        ]
+    )
+    return Program(plain, instrumented, "y")
+
+
 def size_class(rows: int, cols: int, k: int) -> tuple:
     """What thunder may legitimately specialize on besides control flow: sizes 0/1/2 and k's order to rows."""
     return min(rows, 3), min(cols, 3), min(k, 3), (k > rows) - (k < rows), (k > rows // 2) - (k < rows // 2)
@@ -54,6 +72,7 @@ def size_class(rows: int, cols: int, k: int) -> tuple:
     print_blob=True,
 )
 @given(program=programs(), arguments=argument_sets())
+@example(program=_narrowing_to_width_one(), arguments=[(0, 1, 0), (1, 3, 1), (0, 1, 0), (1, 4, 1)])
 def test_generated_program_matches_eager(program: Program, arguments):
     note(f"program:\n{program.source()}")
     note(f"arguments (rows, cols, k): {arguments}")
