@@ -21,7 +21,7 @@ status=0
     thunder/tests/test_nvfuser_symbolic.py thunder/tests/test_decoder_symbolic.py \
     thunder/tests/test_dtensor_symbolic.py || status=$?
 
-"$PY" thunder/benchmarks/benchmark_inference.py --device cuda --mode thunder --compare-cache \
+"$PY" thunder/benchmarks/benchmark_inference.py --device cuda --model-name tiny-llama4 --mode thunder --compare-cache \
     --input-length 256 --output-length 32 --num-iterations 3 --warmup-iterations 1 \
     --save-results --output-dir "$OUT" || status=$?
 
