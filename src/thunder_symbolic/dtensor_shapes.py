@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 from torch.distributed.tensor import DTensor, Replicate, Shard
 
 __all__ = ["DTensorShapes", "result_shapes", "same_dims"]
@@ -40,12 +41,8 @@ def _values(shape: Sequence) -> tuple[int, ...]:
     return tuple(int(getattr(d, "value", d)) for d in shape)
 
 
-def _is_dtensor_proxy(x: Any) -> bool:
-    return hasattr(x, "local_tensor") and hasattr(x, "spec")
-
-
 def _placements(x: Any) -> tuple:
-    return tuple(x.spec._o.placements)
+    return tuple(x.placements)
 
 
 def same_dims(a: Sequence, b: Sequence) -> bool:
@@ -115,11 +112,11 @@ def _shape_preserving(result, a, *rest, **kwargs):
 
 
 def _binary(result, a, b, **kwargs):
-    if not _is_dtensor_proxy(a):
+    if not is_dtensor_proxy(a):
         a, b = b, a
     if isinstance(b, Number) or getattr(b, "python_type", None) in (int, float, bool, complex):
         return _shapes_of(a)
-    if not _is_dtensor_proxy(b) or _placements(a) != _placements(b):
+    if not is_dtensor_proxy(b) or _placements(a) != _placements(b):
         return None
     if not (same_dims(a.shape, b.shape) and same_dims(a.local_tensor.shape, b.local_tensor.shape)):
         return None

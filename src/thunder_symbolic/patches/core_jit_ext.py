@@ -123,14 +123,13 @@ def _proxify(original):
             # torch.compile treats module attributes, and pinned by value in the prologue.
             with constant_values():
                 return original(self, value)
-        spec = _dtensor_spec(value.value)  # read before proxify replaces the value by its proxy
         p = original(self, value)
-        if compile_data.using_symbolic_values() and is_dtensor_proxy(p) and spec is not None:
+        if compile_data.using_symbolic_values() and is_dtensor_proxy(p):
             # 0.2.6 checks a DTensor input's spec (mesh, placements) under constant values only: a program
             # traced for Shard(0) was reused for a Replicate input of the same shape. Its check compares the
             # spec's repr, sizes included, and unpacks the local tensor again under a fresh name, which can
             # shadow the local tensor the guards read: the sizes are left to the tensor checks and guards.
-            self.add_constraint((check_dtensor_layout, p, dtensor_layout(spec)))
+            self.add_constraint((check_dtensor_layout, p, dtensor_layout(p.spec._o)))
         recorder = guard_recorder.current()
         if recorder is None or expressions.is_symbolic(p) or getattr(p, "history", None) is None:
             return p
@@ -143,14 +142,6 @@ def _proxify(original):
         return p
 
     return proxify
-
-
-def _dtensor_spec(obj):
-    if not torch.distributed.is_available():
-        return None
-    from torch.distributed.tensor import DTensor
-
-    return obj._spec if isinstance(obj, DTensor) else None
 
 
 def _rooted_in_arguments(provenance) -> bool:

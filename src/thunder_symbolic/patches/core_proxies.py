@@ -13,7 +13,7 @@ from thunder_symbolic.guards import expressions
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.number_ops import apply_number_op
 from thunder_symbolic.patches.core_jit_ext import opaque
-from thunder_symbolic.patches.torch_experimental import local_tensor_provenance, symbolic_local_shape
+from thunder_symbolic.patches.torch_experimental import local_tensor_provenance, symbolic_shapes_of
 
 
 def _from_fake_run(t: torch.Tensor) -> bool:
@@ -40,7 +40,8 @@ def _tensorproxy(original):
             with constant_values():
                 return original(t, name=name, history=history)
         if history is None:
-            shape = symbolic_local_shape(t)
+            shapes = symbolic_shapes_of(t)
+            shape = None if shapes is None else shapes.local
             if shape is not None or _from_fake_run(t):
                 # The result of a DTensor meta function's fake run: its sizes are symbolic where a shape
                 # rule gave them (see patches.torch_experimental); else the run pinned every size it read,

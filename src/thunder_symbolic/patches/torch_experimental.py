@@ -31,21 +31,16 @@ symbolic_result: contextvars.ContextVar[tuple[Any, DTensorShapes] | None] = cont
 )
 
 
-def symbolic_local_shape(fake: Any) -> tuple | None:
-    """The symbolic shape of ``fake`` when it is the last fake result (or its local tensor) with a rule."""
+def symbolic_shapes_of(fake: Any) -> DTensorShapes | None:
+    """The symbolic shapes of the last fake result with a rule, when ``fake`` is that result, its local
+    tensor or its spec (what meta functions build their result proxies from); else None."""
     last = symbolic_result.get()
     if last is None:
         return None
     result, shapes = last
-    return shapes.local if fake is result or fake is getattr(result, "_local_tensor", None) else None
-
-
-def _symbolic_shapes_of(result_or_spec: Any) -> DTensorShapes | None:
-    last = symbolic_result.get()
-    if last is None:
-        return None
-    result, shapes = last
-    return shapes if result_or_spec is result or result_or_spec is getattr(result, "_spec", None) else None
+    if fake is result or fake is getattr(result, "_local_tensor", None) or fake is getattr(result, "_spec", None):
+        return shapes
+    return None
 
 
 @patch(
@@ -64,7 +59,7 @@ def _proxify_dtensor(original):
         if history is None:
             # A meta function's result (from_local, redistribute): its global shape from the shape rule.
             result = original(x, name, history)
-            shapes = _symbolic_shapes_of(x)
+            shapes = symbolic_shapes_of(x)
             return result if result is None or shapes is None else DTensorProxy(like=result, shape=shapes.global_)
         local = getattr(x, "_local_tensor", None)
         if local is None:
@@ -158,7 +153,7 @@ def _create_dtensor_proxy_from_proxies(original):
     def create_dtensor_proxy_from_proxies(local_tensor, spec, requires_grad):
         from thunder_symbolic.dtensor_shapes import same_dims
 
-        shapes = _symbolic_shapes_of(spec._o) if compile_data.using_symbolic_values() else None
+        shapes = symbolic_shapes_of(spec._o) if compile_data.using_symbolic_values() else None
         if shapes is None:
             return original(local_tensor, spec, requires_grad)
         if not same_dims(local_tensor.shape, shapes.local):  # by identity: comparing proxies is a guard
