@@ -80,7 +80,8 @@ def check_against_eager(
 ):
     """Run ``fn`` eagerly and under ``thunder.jit(fn, cache=cache)`` for each argument set and compare.
 
-    Each argument set is deep-copied for each run, so in-place functions see fresh inputs. When
+    Each argument set is deep-copied for each run (views of one tensor stay views of one copy), so
+    in-place functions see fresh inputs; the arguments after the call are compared too. When
     ``compiles`` is given, ``thunder.cache_misses`` must equal it at the end. After every call the traces
     that ran are validated (:func:`thunder_symbolic.validate.validate_traces_of`). Returns the jitted function.
     """
@@ -90,9 +91,11 @@ def check_against_eager(
 
     jfn = thunder.jit(fn, cache=cache, **jit_kwargs)
     for i, args in enumerate(arg_sets):
-        expected = _call(fn, copy.deepcopy(args))
-        actual = _call(jfn, copy.deepcopy(args))
+        eager_args, jit_args = copy.deepcopy(args), copy.deepcopy(args)
+        expected = _call(fn, eager_args)
+        actual = _call(jfn, jit_args)
         assert_same(actual, expected, path=f"call {i} output", rtol=rtol, atol=atol)
+        assert_same(jit_args, eager_args, path=f"call {i} arguments after the call", rtol=rtol, atol=atol)
         validate_traces_of(jfn)
     if compiles is not None:
         misses = thunder.cache_misses(jfn)
