@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import thunder
-from thunder_symbolic.testing import check_against_eager
+from thunder_symbolic.testing import check_against_eager, run_python
 from thunder_symbolic.validate import validate_traces_of
 
 
@@ -400,16 +400,71 @@ def test_aliased_inputs_with_symbolic_shapes():
     check_against_eager(f, [aliased_inputs(n) for n in (2, 3, 5)], compiles=1)
 
 
-@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
-def test_aliased_views_of_different_numel_get_a_clear_error(cache):
-    # thunder stands in for aliased inputs with reshapes of one of them, which views of different sizes
-    # are not: 0.2.6 failed with an impossible reshape; unsupported, it must say so in the user's terms.
-    def f(y, z):
-        return y.add_(z.sum())
+def _disjoint_halves(n):
+    base = torch.arange(2.0 * n)
+    return base[:n], base[n:]
 
-    base = torch.randn(6)
-    with pytest.raises(NotImplementedError, match=r"y \(6 elements\), z \(3 elements\) are views of the same memory"):
-        thunder.jit(f, cache=cache)(base.view(2, 3), base[:3])
+
+def _matrix_and_its_first_row(n):
+    base = torch.randn(2 * n)
+    return base.view(2, n), base[:n]
+
+
+def _overlapping_windows_and_base(n):
+    base = torch.randn(n + 2)
+    return base[:n], base[1 : n + 1], base
+
+
+def _update_first_read_second(a, b):
+    a.add_(1)
+    return b * 2
+
+
+def _update_by_other_sum(y, z):
+    return y.add_(z.sum())
+
+
+def _read_update_update_read(x, y, z):
+    before = z * 1
+    x.mul_(2)
+    y.add_(1)
+    return before, z + 0
+
+
+ALIASED_INPUTS = {
+    # 0.2.6 stood in for `b` with `a` (same shape): b * 2 read a's updated elements, a silent wrong result.
+    "disjoint views of one storage": (_update_first_read_second, _disjoint_halves),
+    # 0.2.6: "Attempting to reshape a.shape=(2, 3) to shape=(3,)".
+    "views of different numel": (_update_by_other_sum, _matrix_and_its_first_row),
+    "overlapping views and their base": (_read_update_update_read, _overlapping_windows_and_base),
+}
+
+
+DISJOINT_HALVES_SNIPPET = """
+import torch, thunder
+def f(a, b):
+    a.add_(1)
+    return b * 2
+base = torch.arange(6.0)
+print("right" if thunder.jit(f)(base[:3], base[3:]).tolist() == [6.0, 8.0, 10.0] else "wrong")
+"""
+
+
+@pytest.mark.parametrize(("switch", "expected"), [("0", "wrong"), ("1", "right")])
+def test_disjoint_views_read_their_own_elements_only_when_patched(switch, expected):
+    # The regression held against upstream: 0.2.6 (THUNDER_SYMBOLIC=0) returns (a + 1) * 2 for b * 2.
+    result = run_python(DISJOINT_HALVES_SNIPPET, env={"THUNDER_SYMBOLIC": switch})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == expected
+
+
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+@pytest.mark.parametrize("name", ALIASED_INPUTS)
+def test_inputs_sharing_memory_updated_in_place(name, cache):
+    fn, make_inputs = ALIASED_INPUTS[name]
+    check_against_eager(
+        fn, [make_inputs(n) for n in (3, 4, 6)], cache=cache, compiles=1 if cache == "symbolic values" else 3
+    )
 
 
 def test_builtin_min_max_of_sequences_and_keywords_keep_python_semantics():

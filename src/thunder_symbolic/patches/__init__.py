@@ -11,6 +11,7 @@ from thunder_symbolic.patches import (
     core_jit_ext,  # noqa: F401  thunder/core/jit_ext.py
     core_proxies,  # noqa: F401  thunder/core/proxies.py
     core_symbol,  # noqa: F401  thunder/core/symbol.py
+    core_transform_common,  # noqa: F401  thunder/core/transform_common.py
     core_update_aliases,  # noqa: F401  thunder/core/update_aliases.py
     dynamo_utils,  # noqa: F401  thunder/dynamo/utils.py
     executors_nvfuserex_impl,  # noqa: F401  thunder/executors/nvfuserex_impl.py

@@ -1,64 +1,117 @@
-"""Patches of ``thunder/core/update_aliases.py``: in-place updates of inputs that alias each other."""
+"""Patches of ``thunder/core/update_aliases.py``: in-place updates of inputs that share memory.
+
+thunder knows only *that* two inputs share a storage (the cache key groups them), not which elements
+they share. 0.2.6 stood in for every other input of a group with a reshape of the first one, i.e. it
+assumed they hold the same elements: disjoint views of one storage (``base[:3]`` and ``base[3:]``) got
+silently wrong results and views of different sizes failed. Here each other input stays itself and is
+only *ordered* after the group's in-place updates: an ``input_alias`` marker makes it a view of the
+first input for thunder's alias analysis, which then routes it through ``update_aliases`` (identity at
+run time) after every in-place update of the group, as it does for views made inside the program.
+"""
 
 from __future__ import annotations
 
-from thunder.core import compile_data
-from thunder.core.proxies import TensorProxy
+import functools
+
+from thunder.core.proxies import TensorProxy, variableify
 from thunder.core.pytree import tree_flatten
+from thunder.core.trace import TraceProvenance, from_trace, tracectx
+from thunder.executors import torchex
 
 from thunder_symbolic._registry import patch
-from thunder_symbolic.patches.core_symbol import ensure_dims_produced
+
+
+def _input_alias_meta(first: TensorProxy, alias: TensorProxy, /) -> TensorProxy:
+    return TensorProxy(like=alias, requires_grad=alias.requires_grad)
+
+
+def _input_alias_impl(first, alias, /):
+    return alias
+
+
+@functools.cache
+def input_alias():
+    """``input_alias(first, other) -> other``: marks ``other`` as sharing memory with ``first``.
+
+    Registered once with the torch executor (always present); at run time it returns ``other`` itself.
+    """
+    return torchex.ex.register_operator("input_alias", meta=_input_alias_meta, fn=_input_alias_impl)
 
 
 @patch(
-    "thunder.core.update_aliases:insert_alias_updates",
-    summary="under symbolic values, the dims used by the reshapes it inserts are produced first",
-    why=(
-        "Updating aliased inputs reshapes one view to another's shape; the dims of that shape had no "
-        "producer in the trace and the generated code failed ('cannot access local variable i6')."
-    ),
-    upstream="Lightning-AI/lightning-thunder#2764, #2746",
+    "thunder.executors.torchex:input_alias",
+    summary="input_alias(first, other) -> other: the torch executor's marker of inputs sharing memory",
+    why="The alias patches below need an operation that links two inputs in the trace and is free at run time.",
+    upstream="Lightning-AI/lightning-thunder#2760",
+    adds=True,
 )
-def _insert_alias_updates(original):
-    def insert_alias_updates(computation_trace, alias_tensor_indices):
-        updated = original(computation_trace, alias_tensor_indices)
-        if updated is computation_trace or not compile_data.using_symbolic_values():
-            return updated
-        return ensure_dims_produced(updated)
-
-    return insert_alias_updates
-
-
-def _numel(t: TensorProxy) -> int:
-    size = 1
-    for d in t.shape:
-        size *= int(getattr(d, "value", d))  # the traced values: no guard is recorded here
-    return size
+def _input_alias_operator(original):
+    return input_alias()
 
 
 @patch(
     "thunder.core.update_aliases:replace_args_with_alias_map",
-    summary="aliased inputs of different numbers of elements get a clear error instead of an impossible reshape",
+    summary="inputs sharing memory keep their own values; an input_alias marker links them for ordering",
     why=(
-        "thunder stands in for every input of an alias group with a reshape of the first one, which cannot "
-        "express views of different sizes (`base.view(2, 3)` and `base[:3]`): 0.2.6 failed with "
-        "'Attempting to reshape a.shape=(2, 3) to shape=(3,)', in both cache modes."
+        "thunder replaced every other input of an alias group with a reshape of the first, as if they held "
+        "the same elements: disjoint views (`base[:3]`, `base[3:]`) gave silently wrong results and views of "
+        "different sizes (`base.view(2, 3)`, `base[:3]`) failed with an impossible reshape, in both cache modes."
     ),
-    upstream="Lightning-AI/lightning-thunder#2760",
+    upstream="Lightning-AI/lightning-thunder#2760, #2764",
+    replaces=True,
 )
 def _replace_args_with_alias_map(original):
     def replace_args_with_alias_map(computation_trace, alias_tensor_indices):
+        """Replaces ``thunder.core.update_aliases.replace_args_with_alias_map``.
+
+        Wrapping cannot help: the original's stand-in (a reshape of the first input) is wrong whenever
+        the inputs do not hold the same elements, and the trace cannot know whether they do. Returns the
+        trace with each other input of a group replaced, from its first use on, by ``input_alias(first,
+        input)``, and the map from the replaced inputs to their stand-ins.
+        """
+        if not alias_tensor_indices:
+            return computation_trace, {}
         flat_args = tree_flatten((computation_trace.args, computation_trace.kwargs))[0]
-        for group in alias_tensor_indices or ():
-            tensors = [flat_args[i] for i in group if i < len(flat_args) and isinstance(flat_args[i], TensorProxy)]
-            sizes = {t.name: _numel(t) for t in tensors}
-            if len(set(sizes.values())) > 1:
-                described = ", ".join(f"{name} ({size} elements)" for name, size in sizes.items())
-                raise NotImplementedError(
-                    f"the inputs {described} are views of the same memory with different numbers of elements, "
-                    "and the program updates one of them in place: thunder can only treat aliased inputs of "
-                    "the same size. Pass a copy (e.g. `.clone()`) of one of them."
-                )
-        return original(computation_trace, alias_tensor_indices)
+        first_of = {}
+        for group in alias_tensor_indices:
+            members = [flat_args[i] for i in group if i < len(flat_args) and isinstance(flat_args[i], TensorProxy)]
+            for member in members[1:]:
+                first_of[variableify(member)] = members[0]
+
+        marker, swap_map, bsyms = input_alias(), {}, []
+        for bsym in computation_trace.bound_symbols:
+            for arg in bsym.flat_proxy_args:
+                key = variableify(arg) if isinstance(arg, TensorProxy) else None
+                if key in first_of and key not in swap_map:
+                    with tracectx(computation_trace):
+                        stand_in = marker.meta(first_of[key], arg)
+                        bsyms.append(marker.bind(first_of[key], arg, output=stand_in))
+                    swap_map[key] = stand_in
+            touched = any(isinstance(a, TensorProxy) and variableify(a) in swap_map for a in bsym.flat_proxy_args)
+            bsyms.append(bsym.from_bsym_swap_proxies(swap_map, skip_output=True) if touched else bsym)
+
+        trace = from_trace(computation_trace)
+        trace.bound_symbols = bsyms
+        names = {first_of[k].name: [] for k in swap_map}
+        for k in swap_map:
+            names[first_of[k].name].append(k.proxy.name)
+        trace.set_provenance(TraceProvenance(f"Inputs sharing memory, linked by input_alias: {names}"))
+        return trace, swap_map
 
     return replace_args_with_alias_map
+
+
+@patch(
+    "thunder.core.update_aliases:_is_view_creation_op",
+    summary="input_alias counts as a view of the first input of its alias group",
+    why=(
+        "thunder's alias analysis groups tensors through the view-creating operations of the trace; the "
+        "input_alias marker must join them for in-place updates of one input to order reads of the others."
+    ),
+    upstream="Lightning-AI/lightning-thunder#2760",
+)
+def _is_view_creation_op(original):
+    def _is_view_creation_op(bsym):
+        return bsym.sym is input_alias() or original(bsym)
+
+    return _is_view_creation_op
