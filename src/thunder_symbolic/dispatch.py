@@ -5,9 +5,8 @@ copy of the cache entry per call) that cost more than the prologue itself. On a 
 does the same work without them: the same cache information (default dtype and device, autocast,
 aliasing of the tensor arguments, grad mode), every cached prologue tried newest first — so every
 guard still runs on every call — then the computation and the epilogue, and thunder's statistics.
-Everything else takes thunder's own path: a miss (which compiles), programs with a backward (compiled
-with exact shapes, see :func:`with_exact_shapes_for_autograd`), autocast, DDP/FSDP, and calls made
-while tracing.
+Everything else takes thunder's own path: a miss (which compiles), programs with a backward (see
+:func:`with_exact_shapes_for_autograd`), autocast, DDP/FSDP, and calls made while tracing.
 """
 
 from __future__ import annotations
@@ -22,9 +21,12 @@ from thunder.core.pytree import tree_flatten
 from thunder.core.trace import is_tracing
 from thunder.executors.torchex import no_autocast
 
+from thunder_symbolic.guards.recorder import BackwardSpecializes, backward_started
+
 __all__ = ["fast_call_path", "alias_groups", "undecorated", "needs_backward"]
 
 _MISSING = object()
+_EXACT_BACKWARD = "_thunder_symbolic_exact_backward"  # on a CompileData whose backward needs exact shapes: why
 set_grad_enabled = torch._C._set_grad_enabled
 
 
@@ -73,30 +75,49 @@ def needs_backward(compile_data, args, kwargs) -> bool:
     return isinstance(fn, torch.nn.Module) and any(p.requires_grad for p in fn.parameters())
 
 
-def with_exact_shapes_for_autograd(thunder_call, compile_data):
-    """Compile programs that need a backward as under ``cache="constant values"``.
+def with_exact_shapes_for_autograd(thunder_call, compile_data, stats):
+    """Compile a program that needs a backward with exact shapes once its backward proves to need them.
 
-    thunder builds the backward after the prologue, from the traced sizes (pad widths, expand and
-    reshape shapes); no guard can cover what it bakes in, so such programs get exact-shape prologues.
-    Inference (no grad) keeps one program across shapes. Cached entries of both kinds coexist.
+    thunder builds the backward after the prologue; while it does, a watch (see
+    :mod:`thunder_symbolic.patches.transforms_autodiff`) raises ``BackwardSpecializes`` on any size or
+    number the prologue does not check. Such programs (a slice's padding, for one) are then compiled as
+    under ``cache="constant values"``, now and on every later miss; the others keep one program across
+    shapes, backward included. Cached entries of both kinds coexist.
     """
 
-    @functools.wraps(thunder_call)
-    def call(*args, **kwargs):
-        if not needs_backward(compile_data, args, kwargs):
-            return thunder_call(*args, **kwargs)
+    def exact(*args, **kwargs):
         compile_data.cache_option = CACHE_OPTIONS.CONSTANT_VALUES
         try:
             return thunder_call(*args, **kwargs)
         finally:
             compile_data.cache_option = CACHE_OPTIONS.SYMBOLIC_VALUES
 
+    @functools.wraps(thunder_call)
+    def call(*args, **kwargs):
+        if not needs_backward(compile_data, args, kwargs):
+            return thunder_call(*args, **kwargs)
+        if getattr(compile_data, _EXACT_BACKWARD, False):
+            return exact(*args, **kwargs)
+        misses, entries = stats.cache_misses, len(stats.interpreter_cache)
+        try:
+            return thunder_call(*args, **kwargs)
+        except Exception as e:
+            # A backward that specializes, or that thunder cannot build from symbolic sizes (0.2.6's
+            # passes fail on some, e.g. cat's: "Detected a cycle while swapping"). Errors of tracing
+            # the function itself (before the backward) or of running a compiled program are raised.
+            compiled_nothing = stats.cache_misses > misses and len(stats.interpreter_cache) == entries
+            if not (compiled_nothing and (isinstance(e, BackwardSpecializes) or backward_started())):
+                raise
+            setattr(compile_data, _EXACT_BACKWARD, f"{type(e).__name__}: {e}")
+            stats.cache_misses -= 1  # the abandoned attempt compiled nothing; the exact one counts
+            return exact(*args, **kwargs)
+
     return call
 
 
 def fast_call_path(thunder_call, compile_data, stats):
     """Wrap ``thunder_call`` (what ``thunder.jit`` built) with the shorter path for cache hits."""
-    thunder_call = with_exact_shapes_for_autograd(thunder_call, compile_data)
+    thunder_call = with_exact_shapes_for_autograd(thunder_call, compile_data, stats)
     distributed = getattr(compile_data.fn, "use_ddp", False) or getattr(compile_data.fn, "use_fsdp", False)
     check_aliases = not compile_data.compile_options.get("skip_inplace_alias_updates", False)
     cache_info_ctx = thunder._cache_info_ctx

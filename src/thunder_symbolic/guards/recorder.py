@@ -16,6 +16,7 @@ import contextlib
 import contextvars
 import math
 import os
+import sys
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,8 +33,15 @@ from thunder_symbolic.guards.expressions import (
     expr_of,
     is_data_dependent,
 )
+from thunder_symbolic.guards.implied import always_holds
 
 _current: contextvars.ContextVar[GuardRecorder | None] = contextvars.ContextVar("thunder_symbolic_guards", default=None)
+_finished: contextvars.ContextVar[GuardRecorder | None] = contextvars.ContextVar(
+    "thunder_symbolic_finished_guards", default=None
+)
+_backward_started: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "thunder_symbolic_backward_started", default=False
+)
 
 _THUNDER_DIR = os.path.dirname(os.path.dirname(__import__("thunder").__file__))
 _INTERNAL = (os.path.join(_THUNDER_DIR, "thunder") + os.sep, os.path.join(_THUNDER_DIR, "torch") + os.sep)
@@ -41,6 +49,10 @@ _INTERNAL = (os.path.join(_THUNDER_DIR, "thunder") + os.sep, os.path.join(_THUND
 
 class DataDependentError(NotImplementedError):
     """Python needs the value of a number that depends on tensor data, which no guard can check."""
+
+
+class BackwardSpecializes(Exception):
+    """Building the backward observed a symbolic number the prologue does not check (it would bake it in)."""
 
 
 def refuse_data_dependent(number: Any, what: str) -> None:
@@ -63,6 +75,8 @@ class GuardRecorder:
     tensor_inputs: list[Any] = field(default_factory=list)
     guards: dict[str, Guard] = field(default_factory=dict)  # by rendered condition, to drop duplicates
     unexpressible: list[str] = field(default_factory=list)  # why every input must be pinned instead
+    final_names: dict[int, str] = field(default_factory=dict)  # input proxy id -> its name in the prologue
+    late: dict[str, Guard] = field(default_factory=dict)  # observed while the backward was built
 
     # Inputs ---------------------------------------------------------------------------------------
 
@@ -189,6 +203,22 @@ def source_location() -> str:
     return f"{os.path.basename(chosen.code.co_filename)}:{line} in {chosen.qualname}"
 
 
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_PASSING_THROUGH = ("proxies.py", "baseutils.py", "langctxs.py", "ops.py")  # conversions, checks, wrappers
+
+
+def _python_location() -> str:
+    """``file:line in function`` of the innermost frame outside this package (a grad rule, a meta check)."""
+    frame = sys._getframe(1)
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(_OWN) or os.path.basename(frame.f_code.co_filename) in _PASSING_THROUGH
+    ):
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown>"
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} in {frame.f_code.co_qualname}"
+
+
 def current() -> GuardRecorder | None:
     return _current.get()
 
@@ -197,9 +227,69 @@ def current() -> GuardRecorder | None:
 def recording():
     """Record guards for the trace being built (nesting restarts recording for the inner trace)."""
     recorder = GuardRecorder()
+    _finished.set(None)
+    _backward_started.set(False)
     token = _current.set(recorder)
     try:
         yield recorder
+    finally:
+        _current.reset(token)
+        _finished.set(recorder)  # the outermost recording finishes last: the prologue's guards
+
+
+@dataclass
+class _BackwardWatch(GuardRecorder):
+    """Stands in for the recorder while thunder builds a backward, after the prologue is final.
+
+    An observation the prologue already checks, or one that holds for every input, is harmless. Any
+    other one expressible over the inputs becomes a *late* guard of the forward recorder, checked after
+    the prologue (see :func:`take_late_guards`); one that is not raises :class:`BackwardSpecializes`.
+    """
+
+    forward: GuardRecorder | None = None
+
+    def _add(self, condition: Expr, number: Any) -> None:
+        source = condition.render(_trace_name)
+        if source in self.forward.guards or _is_tautology(condition, source) or always_holds(condition):
+            return
+        if any(id(leaf) not in self.forward.final_names for leaf in condition.leaves()):
+            raise BackwardSpecializes(f"the backward depends on {source}, which the prologue cannot check")
+        self.forward.late.setdefault(source, Guard(condition, f"{_python_location()} (building the backward)"))
+
+    def _unexpressible(self, number: Any, what: str) -> None:
+        raise BackwardSpecializes(f"the backward depends on {what}, which the prologue cannot check")
+
+
+def backward_started() -> bool:
+    """Whether the last compile got as far as building a backward (its forward traced and guarded)."""
+    return _backward_started.get()
+
+
+def take_late_guards() -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]] | None:
+    """The late guards of the last trace, once: the input names they read and (condition, where) pairs."""
+    forward = _finished.get()
+    if forward is None or not forward.late:
+        return None
+    guards, forward.late = list(forward.late.values()), {}
+    leaves = {id(leaf): leaf for g in guards for leaf in g.condition.leaves()}
+    names = tuple(forward.final_names[i] for i in leaves)
+    rendered = tuple((g.condition.render(lambda p: forward.final_names[id(p)]), g.where) for g in guards)
+    return names, rendered
+
+
+@contextlib.contextmanager
+def watching_backward():
+    """Raise :class:`BackwardSpecializes` if what runs now observes a number the last prologue does not check."""
+    forward = _finished.get()
+    _backward_started.set(True)
+    if forward is None or forward.unexpressible:  # every input is pinned: nothing can be left unchecked
+        yield
+        return
+    token = _current.set(_BackwardWatch(forward=forward))
+    try:
+        yield
+    except DataDependentError as e:
+        raise BackwardSpecializes(str(e)) from e
     finally:
         _current.reset(token)
 

@@ -12,6 +12,7 @@ from thunder_symbolic.patches import (
     core_proxies,  # noqa: F401  thunder/core/proxies.py
     core_symbol,  # noqa: F401  thunder/core/symbol.py
     core_transform_common,  # noqa: F401  thunder/core/transform_common.py
+    core_transforms,  # noqa: F401  thunder/core/transforms.py
     core_update_aliases,  # noqa: F401  thunder/core/update_aliases.py
     dynamo_utils,  # noqa: F401  thunder/dynamo/utils.py
     executors_nvfuserex_impl,  # noqa: F401  thunder/executors/nvfuserex_impl.py
@@ -19,4 +20,5 @@ from thunder_symbolic.patches import (
     executors_torchex,  # noqa: F401  thunder/executors/torchex.py
     thunder_init,  # noqa: F401  thunder/__init__.py
     torch_experimental,  # noqa: F401  thunder/torch/experimental/
+    transforms_autodiff,  # noqa: F401  thunder/transforms/autodiff.py
 )

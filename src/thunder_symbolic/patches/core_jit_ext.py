@@ -171,6 +171,8 @@ def _propagate_constraints(original):
         recorder = guard_recorder.current()
         if recorder is None:
             return original(ctx, inputs, intermediates, computation_trace)
+        inputs_by_id = {id(p): p for p in (*recorder.tensor_inputs, *recorder.number_inputs)}
+        recorder.final_names = {i: ctx._proxy_swapmap.get(variableify(p), p).name for i, p in inputs_by_id.items()}
         guards = recorder.conditions()
         if not guards:
             return None

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from thunder.core import compile_data
 from thunder.core.options import CACHE_OPTIONS
 
 from thunder_symbolic._registry import patch
+from thunder_symbolic.guards.prologue import with_late_guards
+from thunder_symbolic.guards.recorder import take_late_guards
 from thunder_symbolic.diagnostics import MissRecordingCache
 from thunder_symbolic.dispatch import fast_call_path
 
@@ -35,3 +38,28 @@ def _jit(original):
 
     jit.__doc__ = original.__doc__
     return jit
+
+
+@patch(
+    "thunder:CacheEntry",
+    summary="under symbolic values, an entry whose backward observed sizes checks them after its prologue",
+    why=(
+        "thunder builds the backward after the prologue: what a grad rule reads of a size (reshape and "
+        "var_mean check numel) would otherwise be reused for any input the prologue accepts."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _cache_entry(original):
+    class CacheEntry(original):
+        __slots__ = ()
+
+        def __new__(cls, *args, **kwargs):
+            entry = super().__new__(cls, *args, **kwargs)
+            late = take_late_guards() if compile_data.using_symbolic_values() else None
+            if late is None:
+                return entry
+            input_names = tuple(p.name for p in entry.computation_traces[0].args)
+            return entry._replace(prologue_fn=with_late_guards(entry.prologue_fn, input_names, *late))
+
+    CacheEntry.__doc__ = original.__doc__
+    return CacheEntry
