@@ -7,6 +7,7 @@ every input, checked after the prologue (a late guard), or the call falls back t
 import pytest
 import torch
 import torch.nn.functional as F
+from thunder.core.prims import PrimIDs
 
 import thunder
 import thunder_symbolic
@@ -14,7 +15,7 @@ from thunder_symbolic.guards.expressions import Apply, Const, InputDim, NumberIn
 from thunder_symbolic.guards.implied import always_holds
 from thunder_symbolic.validate import validate_traces_of
 
-SHAPES = [(6, 5), (8, 5), (7, 4), (6, 5), (11, 7)]  # 4 distinct shapes, odd and even lengths
+SHAPES = [(6, 4), (9, 4), (7, 6), (6, 4), (11, 8)]  # 4 distinct shapes, odd and even row counts
 
 
 def check_gradients(fn, shapes, *, compiles, parameters=()):
@@ -36,26 +37,29 @@ def check_gradients(fn, shapes, *, compiles, parameters=()):
 
 
 GRADIENT_PROGRAMS = {
-    # 0.2.6 baked the pad widths of a slice's gradient in: these needed one program per shape.
-    "slice scaled by a size": (lambda x: x[1:] * x.shape[0], 1),
-    "slice of half the rows": (lambda x: x[: x.shape[0] // 2] * 2, 1),
-    "strided slices": (lambda x: x[1::3, ::2].exp(), 1),
-    "two overlapping slices": (lambda x: x[1:] + x[:-1], 1),
-    "expand of a row": (lambda x: x[:1].expand(x.shape[0], -1) * x, 1),
-    "reshape then slice": (lambda x: x.reshape(-1)[: x.numel() // 2], 1),
-    "softmax": (lambda x: torch.softmax(x, -1) * x, 1),
-    "layer norm": (lambda x: F.layer_norm(x, x.shape[-1:]), 1),
-    "transpose matmul": (lambda x: x.t() @ x, 1),
-    # thunder 0.2.6 cannot build cat's backward from symbolic sizes (its executor pass finds two
-    # proxies for one dim): the call falls back to exact shapes, one program per distinct shape.
-    "cat": (lambda x: torch.cat([x, x]) * 2, 4),
+    # 0.2.6's slice rule baked its pad widths in, and its cat rule could not be built from symbolic
+    # sizes: each of these needed one program per input shape.
+    "slice scaled by a size": lambda x: x[1:] * x.shape[0],
+    "slice of half the rows": lambda x: x[: x.shape[0] // 2] * 2,
+    "strided slices": lambda x: x[1::3, ::2].exp(),
+    "two overlapping slices": lambda x: x[1:] + x[:-1],
+    "expand of a row": lambda x: x[:1].expand(x.shape[0], -1) * x,
+    "reshape then slice": lambda x: x.reshape(-1)[: x.numel() // 2],
+    "cat": lambda x: torch.cat([x, x]) * 2,
+    "cat of three along columns": lambda x: torch.cat([x, x[:, :2], x * 2], 1).sin(),
+    "rotate halves (RoPE)": lambda x: torch.cat([-x[..., x.shape[-1] // 2 :], x[..., : x.shape[-1] // 2]], -1) * x,
+    "stack": lambda x: torch.stack([x, x * 2]).sum(0),
+    "pad": lambda x: F.pad(x, (1, 2)) * x.shape[1],
+    "softmax": lambda x: torch.softmax(x, -1) * x,
+    "layer norm": lambda x: F.layer_norm(x, x.shape[-1:]),
+    "transpose matmul": lambda x: x.t() @ x,
+    "cross entropy": lambda x: F.cross_entropy(x, torch.zeros(x.shape[0], dtype=torch.long)),
 }
 
 
 @pytest.mark.parametrize("name", GRADIENT_PROGRAMS)
-def test_gradients_equal_eager_across_shapes(name):
-    fn, compiles = GRADIENT_PROGRAMS[name]
-    check_gradients(fn, SHAPES, compiles=compiles)
+def test_gradients_equal_eager_across_shapes_from_one_program(name):
+    check_gradients(GRADIENT_PROGRAMS[name], SHAPES, compiles=1)
 
 
 def test_module_parameters_get_eager_gradients_from_one_program():
@@ -73,8 +77,37 @@ def test_a_size_the_backward_reads_is_checked_after_the_prologue():
     assert "!= 0) failed (recorded at transforms.py" in str(miss) and "(building the backward)" in str(miss)
 
 
+@pytest.fixture
+def upstream_slice_rule():
+    """thunder 0.2.6's own slice grad rule, which converts its pad widths to ints, for one test."""
+    rules = thunder.core.transforms._grad_fn_map
+    ours = rules.replacements.pop(PrimIDs.SLICE)
+    try:
+        yield rules.table[PrimIDs.SLICE]
+    finally:
+        rules.replacements[PrimIDs.SLICE] = ours
+
+
+def test_a_size_baked_into_the_backward_is_pinned(upstream_slice_rule):
+    # The pad width rows - rows // 2 becomes a late guard: 6 and 5 rows share the width 3, 8 and 7 the
+    # width 4. Unwatched, the first program served every shape (wrong gradient shapes).
+    jf = check_gradients(GRADIENT_PROGRAMS["slice of half the rows"], [(6, 3), (8, 3), (5, 3), (7, 3)], compiles=2)
+    assert "((x.shape[0] - (x.shape[0] // 2)) == 3) failed" in str(thunder_symbolic.recompile_reasons(jf)[0])
+
+
+def test_a_backward_thunder_cannot_build_symbolically_is_compiled_with_exact_shapes(upstream_slice_rule):
+    def rule_refusing_symbolic_sizes(a, *args):
+        if not all(isinstance(d, int) for d in a.shape):
+            raise RuntimeError("this rule needs static shapes")
+        return upstream_slice_rule(a, *args)
+
+    rules = thunder.core.transforms._grad_fn_map
+    rules.replacements[PrimIDs.SLICE] = rule_refusing_symbolic_sizes
+    check_gradients(GRADIENT_PROGRAMS["slice of half the rows"], SHAPES, compiles=len(set(SHAPES)))
+
+
 def test_training_and_inference_calls_keep_their_own_programs():
-    fn = GRADIENT_PROGRAMS["slice of half the rows"][0]
+    fn = GRADIENT_PROGRAMS["slice of half the rows"]
     jf = thunder.jit(fn, cache="symbolic values")
     for rows in (6, 9, 7):
         with torch.no_grad():

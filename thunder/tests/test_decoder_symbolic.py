@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 import thunder
+import thunder_symbolic
 from thunder_symbolic.testing import assert_same
 from thunder_symbolic.validate import validate_traces_of
 
@@ -119,3 +120,26 @@ def test_decoder_decodes_16_steps_with_one_compile(device):
                 compiles_after_prefill = thunder.cache_misses(jmodel)
     assert compiles_after_prefill == 1
     assert thunder.cache_misses(jmodel) - compiles_after_prefill == 1, "decode steps must share one program"
+
+
+def test_decoder_trains_on_varying_sequence_lengths_with_one_compile():
+    # Training steps (prefill with a backward) over 4 sequence lengths: the loss and every parameter's
+    # gradient equal eager's, from one program with its backward.
+    torch.manual_seed(0)
+    model = Decoder()
+    jmodel = thunder.jit(model, cache="symbolic values")
+    empty = torch.zeros(1, HEADS, 0, HEAD_DIM)
+    caches = [(empty, empty) for _ in range(LAYERS)]
+    parameters = list(model.parameters())
+    for length in (6, 9, 4, 7):
+        tokens = torch.randint(0, VOCAB, (1, length + 1))
+        losses = []
+        for run in (jmodel, model):
+            logits, _ = run(tokens[:, :-1], 0, caches)
+            losses.append(nn.functional.cross_entropy(logits[0], tokens[0, 1:]))
+        assert_same(losses[0], losses[1], path=f"length {length} loss", rtol=1e-4, atol=1e-5)
+        actual, expected = (torch.autograd.grad(loss, parameters) for loss in losses)
+        for (name, _), a, e in zip(model.named_parameters(), actual, expected):
+            assert_same(a, e, path=f"length {length} gradient of {name}", rtol=1e-4, atol=1e-5)
+        validate_traces_of(jmodel)
+    assert thunder.cache_misses(jmodel) == 1, thunder_symbolic.recompile_reasons(jmodel)

@@ -138,6 +138,13 @@ def attach(proxy: Any, expr: Expr) -> None:
     object.__setattr__(proxy, ATTRIBUTE, expr)
 
 
+def carry(source: Any, copy: Any) -> None:
+    """Give ``copy`` (a renamed ``source``: the same number) the expression and data dependence of ``source``."""
+    for attribute in (ATTRIBUTE, DATA_DEPENDENT):
+        if hasattr(source, attribute):
+            object.__setattr__(copy, attribute, getattr(source, attribute))
+
+
 def is_symbolic(x: Any) -> bool:
     return getattr(x, ATTRIBUTE, None) is not None
 

@@ -113,6 +113,29 @@ for _target, _what in (
 del _target, _what
 
 
+def _renamed_keeps_its_expression(original):
+    def replace(self, **changes):
+        copy = original(self, **changes)
+        expressions.carry(self, copy)
+        return copy
+
+    return replace
+
+
+for _class in ("NumberProxy", "IntegerProxy", "FloatProxy", "ComplexProxy"):
+    patch(
+        f"thunder.core.proxies:{_class}.replace",
+        summary=f"{_class}.replace (and replace_name) copies keep the number's expression over the inputs",
+        why=(
+            "thunder renames numbers after the variables that hold them (`batch, length, _ = x.shape`); the "
+            "renamed copies had no expression, so a backward comparing them could not be guarded and "
+            "fell back to exact shapes."
+        ),
+        upstream="Lightning-AI/lightning-thunder#463",
+    )(_renamed_keeps_its_expression)
+del _class
+
+
 def _derive(original):
     @opaque
     def helper(*operands_and_op):

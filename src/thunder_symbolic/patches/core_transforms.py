@@ -32,6 +32,25 @@ def _slice_grad(a, start_indices, end_indices, strides=None):
     return result
 
 
+def _cat_grad(tensors, dim):
+    """The gradient of a cat: each input's slice of the cat's gradient.
+
+    The slice bounds are the running sums of the inputs' (possibly symbolic) lengths; the gradient's own
+    length along ``dim`` is never read, since that would produce a second proxy for the same dim in the
+    joint trace (0.2.6's executor pass then failed with "Detected a cycle while swapping").
+    """
+    result = prims.cat(tensors, dim)
+    g = get_grad(result)
+    start = 0
+    for t in tensors:
+        stop = start + t.shape[dim]
+        starts, stops = [0] * t.ndim, list(t.shape)  # the other dims of every input are the cat's
+        starts[dim], stops[dim] = start, stop
+        put_grad(t, prims.slice_prim(g, starts, stops))
+        start = stop
+    return result
+
+
 class _GradRules(MutableMapping):
     """thunder's grad rule table seen through our replacements; registrations go to thunder's table."""
 
@@ -58,12 +77,15 @@ class _GradRules(MutableMapping):
 
 @patch(
     "thunder.core.transforms:_grad_fn_map",
-    summary="the slice grad rule computes its pad widths from symbolic sizes instead of int()-ing them",
+    summary="the slice and cat grad rules keep symbolic sizes symbolic (pad widths, slice bounds)",
     why=(
-        "0.2.6's rule converts the pad widths to Python ints, so a backward built under symbolic values "
-        "kept the first input's widths: the backward of x[: x.shape[0] // 2] needed one program per size."
+        "0.2.6's slice rule converts its pad widths to Python ints, baking the first input's sizes into "
+        "the backward; its cat rule reads the gradient's length, a second proxy for the cat's dim, and "
+        "the executor pass then failed ('Detected a cycle while swapping'). Under symbolic values both "
+        "backwards needed one program per input shape."
     ),
     upstream="Lightning-AI/lightning-thunder#463",
 )
 def _grad_fn_map(original):
-    return _GradRules(original, {PrimIDs.SLICE: langctx(Languages.TORCH)(_slice_grad)})
+    rules = {PrimIDs.SLICE: _slice_grad, PrimIDs.CAT: _cat_grad}
+    return _GradRules(original, {key: langctx(Languages.TORCH)(rule) for key, rule in rules.items()})
