@@ -18,9 +18,9 @@ from thunder_symbolic.validate import validate_traces_of
 SHAPES = [(6, 4), (9, 4), (7, 6), (6, 4), (11, 8)]  # 4 distinct shapes, odd and even row counts
 
 
-def check_gradients(fn, shapes, *, compiles, parameters=()):
+def check_gradients(fn, shapes, *, compiles, parameters=(), **jit_options):
     """Outputs and gradients (inputs and ``parameters``) equal eager's for a random cotangent each call."""
-    jf = thunder.jit(fn, cache="symbolic values")
+    jf = thunder.jit(fn, cache="symbolic values", **jit_options)
     for i, shape in enumerate(shapes):
         x = torch.randn(*shape, requires_grad=True)
         x_ref = x.detach().clone().requires_grad_()
@@ -57,9 +57,13 @@ GRADIENT_PROGRAMS = {
 }
 
 
+@pytest.mark.parametrize("executor", ["torch", "torch.compile"])
 @pytest.mark.parametrize("name", GRADIENT_PROGRAMS)
-def test_gradients_equal_eager_across_shapes_from_one_program(name):
-    check_gradients(GRADIENT_PROGRAMS[name], SHAPES, compiles=1)
+def test_gradients_equal_eager_across_shapes_from_one_program(name, executor):
+    from thunder.executors.torch_compile import torch_compile_ex
+
+    options = {"executors": [torch_compile_ex]} if executor == "torch.compile" else {}
+    check_gradients(GRADIENT_PROGRAMS[name], SHAPES, compiles=1, **options)
 
 
 def test_module_parameters_get_eager_gradients_from_one_program():

@@ -10,6 +10,9 @@ from thunder.core.trace import get_tracectx
 from thunder_symbolic._registry import patch
 
 _PRODUCED = "_thunder_symbolic_produced"
+# Unpacking hands over values made elsewhere (inputs, saved tensors): where their dims are needed, the
+# safety net after DCE (patches.core_transform_common) produces them with an executable operation.
+_UNPACKS = frozenset(p for p in prims.PrimIDs if p.name.startswith("UNPACK_"))
 
 
 def _needs_producer(dim) -> bool:
@@ -43,7 +46,7 @@ def materialize_dims(trace, outputs) -> None:
 def _symbol_call(original):
     def __call__(self, *args, **kwargs):
         result = original(self, *args, **kwargs)
-        if compile_data.using_symbolic_values():
+        if compile_data.using_symbolic_values() and self.id not in _UNPACKS:
             trace = get_tracectx()
             if trace is not None and trace.peek_scope() is trace.bound_symbols:
                 materialize_dims(trace, tree_flatten(result)[0])

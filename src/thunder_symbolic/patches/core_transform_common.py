@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from thunder.core import compile_data, prims
+from thunder.core import compile_data
 from thunder.core.proxies import NumberProxy, TensorProxy
 from thunder.core.pytree import tree_flatten
 from thunder.core.trace import TraceProvenance, from_trace
+from thunder.executors import torchex
 
 from thunder_symbolic._registry import patch
 
@@ -34,7 +35,7 @@ def ensure_dims_produced(trace):
                     d if isinstance(d, NumberProxy) and d.name not in produced else getattr(d, "value", d)
                     for d in owner._shape
                 )
-                bound.append(prims.shape.bind(owner, output=dims))
+                bound.append(torchex.shape.bind(owner, output=dims))  # executable in any trace, as is
                 produced.update(d.name for d in dims if isinstance(d, NumberProxy))
                 changed = True
         bound.append(bsym)
