@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import math
 import os
 import sys
@@ -226,6 +227,7 @@ def current() -> GuardRecorder | None:
 @contextlib.contextmanager
 def recording():
     """Record guards for the trace being built (nesting restarts recording for the inner trace)."""
+    stop_backward_watch()  # a failed compile's watch must not judge the next trace
     recorder = GuardRecorder()
     _finished.set(None)
     _backward_started.set(False)
@@ -247,6 +249,9 @@ class _BackwardWatch(GuardRecorder):
     """
 
     forward: GuardRecorder | None = None
+    # Outside the grad transform and the forward/backward split, the executors re-run meta functions
+    # on numbers they re-create without expressions; those observations repeat checks already watched.
+    strict: bool = False
 
     def _add(self, condition: Expr, number: Any) -> None:
         source = condition.render(_trace_name)
@@ -257,7 +262,8 @@ class _BackwardWatch(GuardRecorder):
         self.forward.late.setdefault(source, Guard(condition, f"{_python_location()} (building the backward)"))
 
     def _unexpressible(self, number: Any, what: str) -> None:
-        raise BackwardSpecializes(f"the backward depends on {what}, which the prologue cannot check")
+        if self.strict:
+            raise BackwardSpecializes(f"the backward depends on {what}, which the prologue cannot check")
 
 
 def backward_started() -> bool:
@@ -277,21 +283,37 @@ def take_late_guards() -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]] | 
     return names, rendered
 
 
-@contextlib.contextmanager
-def watching_backward():
-    """Raise :class:`BackwardSpecializes` if what runs now observes a number the last prologue does not check."""
-    forward = _finished.get()
+def start_backward_watch() -> None:
+    """Watch what runs from now until the cache entry is built (:func:`stop_backward_watch`).
+
+    thunder builds the backward, then the executors transform the joint and the backward traces; any of
+    it may read a size (grad rules, meta checks). Observations go to a :class:`_BackwardWatch` of the
+    last trace's recorder: harmless, a late guard, or :class:`BackwardSpecializes`.
+    """
     _backward_started.set(True)
-    if forward is None or forward.unexpressible:  # every input is pinned: nothing can be left unchecked
+    forward = _finished.get()
+    if forward is None or forward.unexpressible or _current.get() is not None:
+        return  # every input pinned (nothing can be left unchecked), or already watched or recording
+    _current.set(_BackwardWatch(forward=forward))
+
+
+@contextlib.contextmanager
+def building_backward():
+    """While the grad rules run and the backward is split off, every observation must be expressible."""
+    watch = _current.get()
+    if not isinstance(watch, _BackwardWatch):
         yield
         return
-    token = _current.set(_BackwardWatch(forward=forward))
+    watch.strict = True
     try:
         yield
-    except DataDependentError as e:
-        raise BackwardSpecializes(str(e)) from e
     finally:
-        _current.reset(token)
+        watch.strict = False
+
+
+def stop_backward_watch() -> None:
+    if isinstance(_current.get(), _BackwardWatch):
+        _current.set(None)
 
 
 @contextlib.contextmanager
@@ -302,3 +324,14 @@ def paused():
         yield
     finally:
         _current.reset(token)
+
+
+def unobserved(fn):
+    """``fn`` run with recording paused: what it does with proxies is not an observation of the program."""
+
+    @functools.wraps(fn)
+    def run_unobserved(*args, **kwargs):
+        with paused():
+            return fn(*args, **kwargs)
+
+    return run_unobserved

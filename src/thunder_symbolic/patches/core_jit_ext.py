@@ -186,15 +186,6 @@ def _propagate_constraints(original):
     return propagate_constraints
 
 
-def _without_recording(original):
-    def run_unrecorded(*args, **kwargs):
-        with guard_recorder.paused():
-            return original(*args, **kwargs)
-
-    run_unrecorded.__name__ = original.__name__
-    return run_unrecorded
-
-
 for _name in ("unpack_inputs", "process_recorded_modifications", "build_value_from_wrapped"):
     patch(
         f"thunder.core.jit_ext:{_name}",
@@ -204,5 +195,5 @@ for _name in ("unpack_inputs", "process_recorded_modifications", "build_value_fr
             "what it does with the proxies (hashing them, say) is not an observation of that program."
         ),
         upstream=UPSTREAM,
-    )(_without_recording)
+    )(guard_recorder.unobserved)
 del _name

@@ -6,10 +6,10 @@ from thunder.core import compile_data
 from thunder.core.options import CACHE_OPTIONS
 
 from thunder_symbolic._registry import patch
-from thunder_symbolic.guards.prologue import with_late_guards
-from thunder_symbolic.guards.recorder import take_late_guards
 from thunder_symbolic.diagnostics import MissRecordingCache
 from thunder_symbolic.dispatch import fast_call_path
+from thunder_symbolic.guards.prologue import with_late_guards
+from thunder_symbolic.guards.recorder import stop_backward_watch, take_late_guards
 
 
 @patch(
@@ -42,7 +42,8 @@ def _jit(original):
 
 @patch(
     "thunder:CacheEntry",
-    summary="under symbolic values, an entry whose backward observed sizes checks them after its prologue",
+    summary="ends the backward watch; under symbolic values, an entry whose backward observed sizes checks them "
+    "after its prologue",
     why=(
         "thunder builds the backward after the prologue: what a grad rule reads of a size (reshape and "
         "var_mean check numel) would otherwise be reused for any input the prologue accepts."
@@ -55,6 +56,7 @@ def _cache_entry(original):
 
         def __new__(cls, *args, **kwargs):
             entry = super().__new__(cls, *args, **kwargs)
+            stop_backward_watch()  # the backward is built: nothing more can be baked into it
             late = take_late_guards() if compile_data.using_symbolic_values() else None
             if late is None:
                 return entry

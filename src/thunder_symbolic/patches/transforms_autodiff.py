@@ -1,9 +1,10 @@
 """Patches of ``thunder/transforms/autodiff.py``: a backward is shape-polymorphic only when proven so.
 
-thunder builds the backward after the prologue is final, and grad rules may read sizes in Python
-(``int(a.shape[0] - stop)`` for a slice's padding): such a value would be baked into the backward with
-no guard to check it. Under symbolic values the build runs under a watch that lets through only what
-the prologue already checks; anything else aborts it, and the call is compiled with exact shapes.
+thunder builds the backward after the prologue is final, and grad rules (and the meta functions the
+executors re-run on the joint and backward traces) may read sizes in Python, ``int(a.shape[0] - stop)``
+for one: such a value would be baked into the backward with no guard to check it. Under symbolic
+values everything from the grad transform until the cache entry is built runs under a watch (see
+:func:`thunder_symbolic.guards.recorder.start_backward_watch`); the ``CacheEntry`` patch ends it.
 """
 
 from __future__ import annotations
@@ -21,22 +22,34 @@ _WHY = (
 )
 
 
-def _watched(original):
+@patch(
+    "thunder.transforms.autodiff:grad_transform_on_trace",
+    summary="starts the watch over what building the backward reads of symbolic numbers",
+    why=_WHY,
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _grad_transform_on_trace(original):
     @functools.wraps(original)
-    def build(*args, **kwargs):
+    def grad_transform_on_trace(*args, **kwargs):
         if not compile_data.using_symbolic_values():
             return original(*args, **kwargs)
-        with guard_recorder.watching_backward():
+        guard_recorder.start_backward_watch()
+        with guard_recorder.building_backward():
             return original(*args, **kwargs)
 
-    return build
+    return grad_transform_on_trace
 
 
-for _name in ("grad_transform_on_trace", "split_into_forward_and_backward"):
-    patch(
-        f"thunder.transforms.autodiff:{_name}",
-        summary=f"{_name} raises BackwardSpecializes when it observes a number the prologue does not check",
-        why=_WHY,
-        upstream="Lightning-AI/lightning-thunder#463",
-    )(_watched)
-del _name
+@patch(
+    "thunder.transforms.autodiff:split_into_forward_and_backward",
+    summary="runs under the backward watch, where every observation must be expressible over the inputs",
+    why=_WHY,
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _split_into_forward_and_backward(original):
+    @functools.wraps(original)
+    def split_into_forward_and_backward(*args, **kwargs):
+        with guard_recorder.building_backward():
+            return original(*args, **kwargs)
+
+    return split_into_forward_and_backward
