@@ -1,0 +1,119 @@
+"""Training steps over changing sequence lengths: compiles and time per cache option, against eager.
+
+A small causal decoder (embedding, RMSNorm, rotary embedding by halves, attention, MLP, cross-entropy)
+trains for ``--steps`` steps whose sequence length cycles through ``--lengths``. For each cache option
+the script prints the compiles, the time spent in calls that compiled, the median time of the other
+steps (forward and backward), and the largest difference of the loss and the gradients from eager's.
+
+    python thunder/benchmarks/benchmark_training.py [--lengths 16 24 32 40] [--steps 24] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+import warnings
+
+import torch
+from torch import nn
+
+import thunder
+
+DIM, HEADS, VOCAB = 64, 4, 128
+
+
+class Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, DIM)
+        self.norm1, self.norm2 = nn.RMSNorm(DIM), nn.RMSNorm(DIM)
+        self.qkv, self.out = nn.Linear(DIM, 3 * DIM, bias=False), nn.Linear(DIM, DIM, bias=False)
+        self.mlp = nn.Sequential(nn.Linear(DIM, 4 * DIM), nn.GELU(), nn.Linear(4 * DIM, DIM))
+        self.head = nn.Linear(DIM, VOCAB, bias=False)
+
+    @staticmethod
+    def rotate(x, cos, sin):
+        half = x.shape[-1] // 2
+        return torch.cat([x[..., :half] * cos - x[..., half:] * sin, x[..., half:] * cos + x[..., :half] * sin], -1)
+
+    def forward(self, tokens, targets):
+        batch, length = tokens.shape
+        positions = torch.arange(length, device=tokens.device).float()
+        freqs = torch.outer(positions, 1.0 / 10000 ** (torch.arange(0, DIM // HEADS, 2).float() / (DIM // HEADS)))
+        x = self.embed(tokens)
+        q, k, v = self.qkv(self.norm1(x)).view(batch, length, 3, HEADS, DIM // HEADS).permute(2, 0, 3, 1, 4)
+        q, k = self.rotate(q, freqs.cos(), freqs.sin()), self.rotate(k, freqs.cos(), freqs.sin())
+        scores = (q @ k.transpose(-1, -2)) / (DIM // HEADS) ** 0.5
+        causal = torch.ones(length, length, dtype=torch.bool, device=tokens.device).tril()
+        attended = (torch.softmax(scores.masked_fill(~causal, float("-inf")), -1) @ v).transpose(1, 2)
+        x = x + self.out(attended.reshape(batch, length, DIM))
+        x = x + self.mlp(self.norm2(x))
+        return nn.functional.cross_entropy(self.head(x).flatten(0, 1), targets.flatten())
+
+
+def train(model, run, batches, misses=lambda: 0):
+    """Per step: (seconds, whether it compiled, loss, gradients) of forward and backward through ``run``."""
+    steps = []
+    for tokens, targets in batches:
+        model.zero_grad(set_to_none=True)
+        before = misses()
+        start = time.perf_counter()
+        loss = run(tokens, targets)
+        loss.backward()
+        seconds = time.perf_counter() - start
+        steps.append((seconds, misses() > before, loss.detach(), [p.grad.clone() for p in model.parameters()]))
+    return steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[16, 24, 32, 40])
+    parser.add_argument("--steps", type=int, default=24)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    args = parser.parse_args()
+    if any(n < 2 for n in args.lengths) or args.steps < 1 or args.batch < 1:
+        parser.error("--lengths must be >= 2, --steps and --batch >= 1")
+    warnings.filterwarnings("ignore")
+    torch.manual_seed(0)
+    model = Decoder()
+    generator = torch.Generator().manual_seed(1)
+    batches = []
+    for step in range(args.steps):
+        length = args.lengths[step % len(args.lengths)]
+        tokens = torch.randint(0, VOCAB, (args.batch, length + 1), generator=generator)
+        batches.append((tokens[:, :-1], tokens[:, 1:]))
+
+    eager = train(model, model, batches)
+    results = {"lengths": args.lengths, "steps": args.steps, "batch": args.batch}
+    results["eager"] = {"step_ms": 1e3 * statistics.median(step[0] for step in eager)}
+    for cache in ("constant values", "symbolic values"):
+        jmodel = thunder.jit(model, cache=cache)
+        steps = train(model, jmodel, batches, lambda: thunder.cache_misses(jmodel))
+        hits = [seconds for seconds, compiled, _, _ in steps if not compiled]
+        results[cache] = {
+            "compiles": thunder.cache_misses(jmodel),
+            "compiling_s": sum(seconds for seconds, compiled, _, _ in steps if compiled),
+            "step_ms": 1e3 * statistics.median(hits) if hits else float("nan"),
+            "loss_diff": max((s[2] - e[2]).abs().item() for s, e in zip(steps, eager)),
+            "grad_diff": max((g - r).abs().max().item() for s, e in zip(steps, eager) for g, r in zip(s[3], e[3])),
+        }
+    if args.json:
+        print(json.dumps(results))
+        return
+    print(
+        f"training {args.steps} steps, batch {args.batch}, lengths {args.lengths} (CPU threads: {torch.get_num_threads()})"
+    )
+    print(f"  eager            step {results['eager']['step_ms']:8.2f} ms")
+    for cache in ("constant values", "symbolic values"):
+        r = results[cache]
+        print(
+            f"  {cache:16} step {r['step_ms']:8.2f} ms   compiles {r['compiles']:3d} ({r['compiling_s']:.1f} s)   "
+            f"max diff to eager: loss {r['loss_diff']:.1e}, gradients {r['grad_diff']:.1e}"
+        )
+
+
+if __name__ == "__main__":
+    main()
