@@ -103,9 +103,8 @@ def main() -> None:
     if args.json:
         print(json.dumps(results))
         return
-    print(
-        f"training {args.steps} steps, batch {args.batch}, lengths {args.lengths} (CPU threads: {torch.get_num_threads()})"
-    )
+    threads = torch.get_num_threads()
+    print(f"training {args.steps} steps, batch {args.batch}, lengths {args.lengths} (CPU threads: {threads})")
     print(f"  eager            step {results['eager']['step_ms']:8.2f} ms")
     for cache in ("constant values", "symbolic values"):
         r = results[cache]
