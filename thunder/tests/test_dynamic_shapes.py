@@ -441,6 +441,14 @@ def test_inputs_sharing_memory_updated_in_place(name, cache):
     )
 
 
+@pytest.mark.parametrize("name", ALIASED_INPUTS)
+def test_inputs_sharing_memory_with_the_torch_compile_executor(name):
+    from thunder.executors.torch_compile import torch_compile_ex
+
+    fn, make_inputs = ALIASED_INPUTS[name]
+    check_against_eager(fn, [make_inputs(n) for n in (3, 4, 6, 5)], compiles=1, executors=[torch_compile_ex])
+
+
 def test_builtin_min_max_of_sequences_and_keywords_keep_python_semantics():
     def f(x, k):
         return x * max(x.shape) + min([k, 2]) + max(k, 1, 0) + min((3, k), key=lambda v: -v)

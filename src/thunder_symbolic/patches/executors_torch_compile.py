@@ -12,16 +12,20 @@ from thunder_symbolic._registry import patch
 
 @patch(
     "thunder.executors.torch_compile:torch_compile_ex._implmap",
-    summary="prims.shape and number-only operations stay outside torch.compile fusions; the dims enter as inputs",
+    summary="prims.shape, number-only operations and alias updates stay outside torch.compile fusions",
     why=(
         "A trace may produce a dim in several prims.shape calls (each .shape access binds one), and DCE "
         "writes the repeated outputs as ints: inside a fusion region that failed with 'name i0 already "
-        "used' or \"'int' object has no attribute 'name'\"."
+        "used' or \"'int' object has no attribute 'name'\". A region holding update_aliases receives "
+        "several inputs that share memory, which torch.compile fails on once their sizes change "
+        "(`AssertionError: s35 ... not in {...}`, pytorch/pytorch#90665); split at the update, each "
+        "region sees one of them."
     ),
-    upstream="Lightning-AI/lightning-thunder#2730, #2746",
+    upstream="Lightning-AI/lightning-thunder#2730, #2746, #2760",
 )
 def _implmap(original):
-    return {op: ImplInfo(checker=_involves_tensors) for op in original if op != PrimIDs.SHAPE}
+    left_out = (PrimIDs.SHAPE, PrimIDs.UPDATE_ALIASES)
+    return {op: ImplInfo(checker=_involves_tensors) for op in original if op not in left_out}
 
 
 def _involves_tensors(*args, **kwargs) -> bool:
