@@ -80,22 +80,23 @@ def _replace_args_with_alias_map(original):
 
         marker, swap_map, bsyms = input_alias(), {}, []
         for bsym in computation_trace.bound_symbols:
+            touched = False
             for arg in bsym.flat_proxy_args:
                 key = variableify(arg) if isinstance(arg, TensorProxy) else None
-                if key in first_of and key not in swap_map:
+                if key not in first_of:
+                    continue
+                touched = True
+                if key not in swap_map:
                     with tracectx(computation_trace):
                         stand_in = marker.meta(first_of[key], arg)
                         bsyms.append(marker.bind(first_of[key], arg, output=stand_in))
                     swap_map[key] = stand_in
-            touched = any(isinstance(a, TensorProxy) and variableify(a) in swap_map for a in bsym.flat_proxy_args)
             bsyms.append(bsym.from_bsym_swap_proxies(swap_map, skip_output=True) if touched else bsym)
 
         trace = from_trace(computation_trace)
         trace.bound_symbols = bsyms
-        names = {first_of[k].name: [] for k in swap_map}
-        for k in swap_map:
-            names[first_of[k].name].append(k.proxy.name)
-        trace.set_provenance(TraceProvenance(f"Inputs sharing memory, linked by input_alias: {names}"))
+        links = ", ".join(f"{k.proxy.name} with {first_of[k].name}" for k in swap_map)
+        trace.set_provenance(TraceProvenance(f"Inputs sharing memory, linked by input_alias: {links}"))
         return trace, swap_map
 
     return replace_args_with_alias_map

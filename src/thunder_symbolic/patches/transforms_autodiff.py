@@ -22,34 +22,30 @@ _WHY = (
 )
 
 
-@patch(
-    "thunder.transforms.autodiff:grad_transform_on_trace",
-    summary="starts the watch over what building the backward reads of symbolic numbers",
-    why=_WHY,
-    upstream="Lightning-AI/lightning-thunder#463",
-)
-def _grad_transform_on_trace(original):
-    @functools.wraps(original)
-    def grad_transform_on_trace(*args, **kwargs):
-        if not compile_data.using_symbolic_values():
-            return original(*args, **kwargs)
-        guard_recorder.start_backward_watch()
-        with guard_recorder.building_backward():
-            return original(*args, **kwargs)
+def _strictly_watched(starts_watch: bool):
+    """A patch whose function runs where every observation must be expressible; the first starts the watch."""
 
-    return grad_transform_on_trace
+    def make(original):
+        @functools.wraps(original)
+        def build(*args, **kwargs):
+            if starts_watch and compile_data.using_symbolic_values():
+                guard_recorder.start_backward_watch()
+            with guard_recorder.building_backward():  # a no-op without a watch
+                return original(*args, **kwargs)
+
+        return build
+
+    return make
 
 
-@patch(
-    "thunder.transforms.autodiff:split_into_forward_and_backward",
-    summary="runs under the backward watch, where every observation must be expressible over the inputs",
-    why=_WHY,
-    upstream="Lightning-AI/lightning-thunder#463",
-)
-def _split_into_forward_and_backward(original):
-    @functools.wraps(original)
-    def split_into_forward_and_backward(*args, **kwargs):
-        with guard_recorder.building_backward():
-            return original(*args, **kwargs)
-
-    return split_into_forward_and_backward
+for _name, _summary, _starts in (
+    ("grad_transform_on_trace", "starts the watch over what building the backward reads of symbolic numbers", True),
+    ("split_into_forward_and_backward", "runs under the backward watch, every observation expressible", False),
+):
+    patch(
+        f"thunder.transforms.autodiff:{_name}",
+        summary=_summary,
+        why=_WHY,
+        upstream="Lightning-AI/lightning-thunder#463",
+    )(_strictly_watched(_starts))
+del _name, _summary, _starts
