@@ -52,8 +52,9 @@ def assert_same(
         for k in expected:
             assert_same(actual[k], expected[k], path=f"{path}[{k!r}]", rtol=rtol, atol=atol, equal_nan=equal_nan)
     else:
-        # torch.Size is a tuple subclass: compare shapes as tuples of ints.
-        if type(actual) is not type(expected) or actual != expected:
+        # torch.Size is a tuple subclass: compare shapes as tuples of ints. A NaN argument stays NaN.
+        both_nan = isinstance(expected, float) and expected != expected and actual != actual
+        if type(actual) is not type(expected) or actual != expected and not both_nan:
             raise AssertionError(
                 f"{path}: expected {expected!r} ({type(expected).__name__}), got {actual!r} ({type(actual).__name__})"
             )

@@ -127,6 +127,18 @@ def literal(value: Any) -> str:
     return repr(value)
 
 
+def same_float(a: float, b: float) -> bool:
+    """Equality of floats as Python code can tell them apart: ``-0.0`` is not ``0.0`` (``math.copysign``
+    differs), and a NaN is the same as a NaN (a program traced for NaN stays valid for NaN)."""
+    if a != a:
+        return b != b
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+
+
+# What guard expressions may call, besides the builtins.
+NAMESPACE = {"math": math, "same_float": same_float}
+
+
 def expr_of(x: Any) -> Expr | None:
     """The expression of a number: a constant for a Python number, the attached one for a proxy."""
     if isinstance(x, (bool, int, float, complex)):

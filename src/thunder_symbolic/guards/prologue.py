@@ -17,9 +17,17 @@ from typing import Any
 from thunder.core.prims import OpTags
 from thunder.executors.pythonex import ex as pythonex
 
+from thunder_symbolic.guards.expressions import NAMESPACE, same_float
 from thunder_symbolic.guards.recorder import BackwardSpecializes
 
-__all__ = ["GuardFailed", "check_dtensor_layout", "check_symbolic_guards", "dtensor_layout", "with_late_guards"]
+__all__ = [
+    "GuardFailed",
+    "check_dtensor_layout",
+    "check_float_value",
+    "check_symbolic_guards",
+    "dtensor_layout",
+    "with_late_guards",
+]
 
 
 class GuardFailed(RuntimeError):
@@ -49,7 +57,7 @@ def compile_guards(names: tuple[str, ...], guards: tuple[tuple[str, str], ...]):
     for index, condition in enumerate(conditions):
         lines.append(f"    if not {condition}:\n        fail({index})")
     lines.append("    return None")
-    namespace: dict[str, Any] = {"math": math, "fail": fail}
+    namespace: dict[str, Any] = {**NAMESPACE, "fail": fail}
     exec(compile("\n".join(lines), "<thunder_symbolic guards>", "exec"), namespace)
     return namespace["check_guards"]
 
@@ -124,3 +132,15 @@ check_dtensor_layout = pythonex.register_operator(
     "check_dtensor_layout", meta=lambda dtensor, layout: None, fn=_check_layout, tags=(OpTags.DONT_DCE,)
 )
 pythonex.register_implementation(check_dtensor_layout, check_dtensor_layout, checker=lambda *args: True)
+
+
+def _check_float(number, value: float) -> None:
+    if type(number) is not float or not same_float(number, value):
+        raise GuardFailed(f"same_float(<float pinned by value>, {value!r})", f"a float pinned by value, got {number!r}")
+
+
+# thunder's check_number_type_and_value, for floats: equal as Python code can tell them apart.
+check_float_value = pythonex.register_operator(
+    "check_float_value", meta=lambda number, value: None, fn=_check_float, tags=(OpTags.DONT_DCE,)
+)
+pythonex.register_implementation(check_float_value, check_float_value, checker=lambda *args: True)

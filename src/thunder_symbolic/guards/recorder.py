@@ -25,6 +25,7 @@ from typing import Any
 from thunder_symbolic.guards.expressions import (
     BINARY_TEMPLATES,
     COMPARISONS,
+    NAMESPACE,
     Apply,
     Const,
     Expr,
@@ -108,8 +109,8 @@ class GuardRecorder:
         expr = self._expression(number, f"its value ({value!r})")
         if expr is None:
             return
-        if isinstance(value, float) and math.isnan(value):
-            condition = Apply("math.isnan({})", (expr,))
+        if isinstance(value, float):
+            condition = Apply("same_float({}, {})", (expr, Const(value)))  # -0.0 is not 0.0; NaN pins NaN
         else:
             condition = Apply("({} == {})", (expr, Const(value)))
         self._add(condition, number)
@@ -128,7 +129,7 @@ class GuardRecorder:
         if source in self.guards or _is_tautology(condition, source):
             return
         try:
-            holds = eval(source, {"math": math}, _current_values(condition))
+            holds = eval(source, dict(NAMESPACE), _current_values(condition))
         except Exception:  # noqa: BLE001  (any failure means the expression does not model the trace)
             holds = False
         if holds is not True:
@@ -162,8 +163,11 @@ _COMPARISON_TEMPLATES = frozenset(BINARY_TEMPLATES[op] for op in COMPARISONS)
 
 
 def _is_tautology(condition: Expr, source: str) -> bool:
-    """``a == a``, ``a <= a`` and ``a >= a`` (broadcasting checks compare a dim with itself)."""
+    """``a == a``, ``a <= a`` and ``a >= a`` of integers (broadcasting checks compare a dim with itself);
+    of floats they are False for NaN."""
     if not (isinstance(condition, Apply) and condition.template in ("({} == {})", "({} <= {})", "({} >= {})")):
+        return False
+    if any(getattr(leaf, "python_type", int) is not int for leaf in condition.leaves()):
         return False
     left, right = (operand.render(_trace_name) for operand in condition.operands)
     return left == right

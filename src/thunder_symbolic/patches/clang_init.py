@@ -6,6 +6,7 @@ from thunder.core import devices, dtypes, prims, utils
 from thunder.core.proxies import IntegerProxy
 
 from thunder_symbolic._registry import patch
+from thunder_symbolic.guards.prologue import check_float_value
 
 
 def _is_int(value) -> bool:
@@ -61,3 +62,21 @@ def _reshape(original):
         return original(a, shape)
 
     return reshape
+
+
+@patch(
+    "thunder.clang:check_number_type_and_value",
+    summary="a float pinned by value is checked bitwise: -0.0 is not 0.0, NaN pins NaN",
+    why=(
+        "0.2.6 compares pinned floats with ==, so a program traced for 0.0 was reused for -0.0, where "
+        "math.copysign or 1 / x differ (both cache options): a silently wrong result."
+    ),
+    upstream="Lightning-AI/lightning-thunder#2779",
+)
+def _check_number_type_and_value(original):
+    def check_number_type_and_value(n, value, /):
+        if type(value) is float:
+            return check_float_value(n, value)
+        return original(n, value)
+
+    return check_number_type_and_value

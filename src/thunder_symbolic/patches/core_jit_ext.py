@@ -7,14 +7,16 @@ from functools import partial
 
 import torch
 from thunder.core import compile_data
-from thunder.core.interpreter import PseudoInst, interpreter_needs_wrap, unwrap, wrap
-from thunder.core.proxies import NumberProxy, StringProxy, variableify
+from thunder.core.jit_ext import get_jit_ctx
+from thunder.core.interpreter import INTERPRETER_CALLBACKS, INTERPRETER_SIGNALS, PseudoInst, do_raise, interpreter_needs_wrap, unwrap, wrap
+from thunder.core.proxies import AnyProxy, NumberProxy, StringProxy, variableify
 from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 
 from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
 from thunder_symbolic.guards import expressions
 from thunder_symbolic.guards import recorder as guard_recorder
+from thunder_symbolic.guards import values as value_guards
 from thunder_symbolic.guards.prologue import check_dtensor_layout, check_symbolic_guards, dtensor_layout
 from thunder_symbolic.number_ops import apply_number_op
 
@@ -44,11 +46,14 @@ class _LookasideMap(dict):
 @patch(
     "thunder.core.jit_ext:_general_jit_lookaside_map",
     summary="guard recorders run natively, not interpreted; min/max of two numbers and torch.sym_max/min stay "
-    "symbolic; isinstance(dtensor, DTensor) is True for DTensor proxies",
+    "symbolic; isinstance(dtensor, DTensor) is True for DTensor proxies; setting an attribute of the jitted "
+    "function or module itself is refused with an error naming the statement",
     why=(
         "Guard recorders run inside NumberProxy methods that traced code reaches; interpreting them would trace "
         "them. 0.2.6's isinstance answers for a DTensor proxy as for a plain tensor, so code that unwraps "
-        "DTensors (`w.to_local() if isinstance(w, DTensor) else w`) took the wrong branch and failed."
+        "DTensors (`w.to_local() if isinstance(w, DTensor) else w`) took the wrong branch and failed. And it "
+        "applies `self.step += 1` in the epilogue for submodules only: on the jitted module itself it was "
+        "silently dropped (the epilogue has no handle on it)."
     ),
     upstream=UPSTREAM,
 )
@@ -60,7 +65,28 @@ def _lookaside_map(original):
         lookasides[fn] = interpreter_needs_wrap(partial(_min_max_of_two_numbers, fn, op))
     if isinstance in original:
         lookasides[isinstance] = _dtensor_aware_isinstance(original[isinstance])
+    if object.__setattr__ in original:
+        lookasides[object.__setattr__] = _refuse_root_setattr(original[object.__setattr__])
     return lookasides
+
+
+def _refuse_root_setattr(lookaside):
+    """thunder's epilogue sets attributes of objects reached through the inputs, but not of the jitted function
+    or module itself: such a change would happen once, while tracing. Refuse it, naming the statement."""
+
+    def object_setattr_lookaside(obj, name, value):
+        if obj.provenance.inst is PseudoInst.INPUT_FN:
+            where = guard_recorder.source_location()
+            return do_raise(
+                value_guards.SideEffectError(
+                    f"`{type(unwrap(obj)).__name__}.{unwrap(name)} = ...` at {where} sets an attribute of the jitted "
+                    "object itself; the compiled program cannot repeat it on later calls (eager Python would). "
+                    "Keep such state outside the jitted call, or in a submodule, whose attributes thunder updates."
+                )
+            )
+        return lookaside(obj, name, value)
+
+    return object_setattr_lookaside
 
 
 def _dtensor_aware_isinstance(lookaside):
@@ -87,18 +113,54 @@ def _min_max_of_two_numbers(builtin, op, *args, **kwargs):
 
 @patch(
     "thunder.core.jit_ext:thunder_general_jit",
-    summary="traces under a guard recorder when the cache option is symbolic values",
-    why="The recorder collects what the trace observed of symbolic numbers, to be re-checked by the prologue.",
+    summary="traces under a guard recorder when the cache option is symbolic values, and under a recorder of "
+    "the Python values read (both cache options); refuses a trace that changed a container it read",
+    why=(
+        "The recorder collects what the trace observed of symbolic numbers, to be re-checked by the prologue. "
+        "A function that appends to a global list or fills a global dict changed it once, while tracing: "
+        "the cached program never did it again (0.2.6 left proxies in a memo dict, failing the next trace)."
+    ),
     upstream=UPSTREAM,
 )
 def _thunder_general_jit(original):
     def thunder_general_jit(fn, args, kwargs, /, **options):
-        if not compile_data.using_symbolic_values():
-            return original(fn, args, kwargs, **options)
-        with guard_recorder.recording():
-            return original(fn, args, kwargs, **options)
+        with value_guards.recording_values() as read:
+            if compile_data.using_symbolic_values():
+                with guard_recorder.recording():
+                    result = original(fn, args, kwargs, **options)
+            else:
+                result = original(fn, args, kwargs, **options)
+            read.check_unchanged(getattr(fn, "__qualname__", type(fn).__name__))
+        return result
 
     return thunder_general_jit
+
+
+@patch(
+    "thunder.core.jit_ext:general_jit_callbacks",
+    summary="every None, dtype, callable, enum or container read from the arguments, globals, closures or module "
+    "attributes gets a prologue check (identity; type and length; dict keys)",
+    why=(
+        "0.2.6 checks only tensors and numbers: a program traced with `mask=None`, `dtype=torch.float64`, "
+        "`act=torch.relu`, a tuple of 2 sizes or a dict without a 'bias' key was reused when they changed "
+        "(both cache options): silently wrong results."
+    ),
+    upstream="Lightning-AI/lightning-thunder#2779",
+)
+def _general_jit_callbacks(original):
+    wrap_callback = original[INTERPRETER_CALLBACKS.WRAP_CALLBACK]
+
+    def guarding_wrap_callback(value):
+        result = wrap_callback(value)
+        read = value_guards.current()
+        if read is not None and not isinstance(result, INTERPRETER_SIGNALS):  # (a sharp edge returns the value)
+            found = read.guard(value.value, value.provenance, guard_recorder.source_location())
+            if found is not None:
+                proxy = AnyProxy(value.value, history=value.provenance)
+                get_jit_ctx().add_constraint((value_guards.check_python_value, proxy, *found))
+        return result
+
+    return {**original, INTERPRETER_CALLBACKS.WRAP_CALLBACK: guarding_wrap_callback}
 
 
 @patch(
@@ -114,13 +176,13 @@ def _thunder_general_jit(original):
 )
 def _proxify(original):
     def proxify(self, value):
-        if (
-            compile_data.using_symbolic_values()
-            and isinstance(value.value, (int, float, complex))
-            and not _rooted_in_arguments(value.provenance)
+        if compile_data.using_symbolic_values() and (
+            isinstance(value.value, (int, float, complex)) and not _rooted_in_arguments(value.provenance)
+            or _looked_at_by_python(value.value)
         ):
             # A number attribute of the module (a layer index, a config value): constant, as
-            # torch.compile treats module attributes, and pinned by value in the prologue.
+            # torch.compile treats module attributes, and pinned by value in the prologue. So are bools
+            # (`flag is True` needs the real object), int enums and slices: Python looks at what they are.
             with constant_values():
                 return original(self, value)
         p = original(self, value)
@@ -142,6 +204,12 @@ def _proxify(original):
         return p
 
     return proxify
+
+
+def _looked_at_by_python(value) -> bool:
+    """Bools, int/float subclasses (enums) and slices: Python code tests their identity, type or fields."""
+    numbers = (int, float, complex)
+    return isinstance(value, (bool, slice)) or isinstance(value, numbers) and type(value) not in numbers
 
 
 def _rooted_in_arguments(provenance) -> bool:

@@ -1,0 +1,232 @@
+"""Guards on the Python values a trace read that are not proxies: None, dtypes, callables, enums, containers.
+
+thunder's prologue re-checks tensors and numbers, but a value that stays a Python object while tracing
+(``mask is None``, ``x.to(dtype)``, ``act(x)``, ``len(sizes)``, ``"bias" in cfg``) was baked into the
+trace unchecked, in both cache options: the program traced for ``mask=None`` was reused for a mask.
+Each such value read from the call's arguments, the function's globals and closures, or a module's
+attributes is checked here the cheapest way that proves the trace still holds, as torch.compile's
+guards do:
+
+* identity (``is``) for None, dtypes, layouts, memory formats, enum members, functions, classes;
+* type and length for tuples, lists and sets, type and keys (in order) for dicts; their items are
+  checked where the trace reads them.
+
+torch's own bookkeeping on modules (hooks, the non-persistent buffer set) is not checked; parameters,
+buffers and submodules are thunder's.
+
+While tracing, :class:`ValueGuards` also keeps a shallow snapshot of every container it checked: a
+traced function that changes one in place (``cache.append(...)``, ``memo[k] = t``) has a side effect the
+cached program would not repeat, so tracing stops with :class:`SideEffectError` naming the object, and the
+object is restored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dis
+import enum
+import functools
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from thunder.core.interpreter import PseudoInst, ProvenanceRecord
+from thunder.core.jit_ext import EXT_FLAG_IS_MODULE, EXT_FLAG_IS_TENSOR_PROXY
+from thunder.core.prims import OpTags
+from thunder.executors.pythonex import ex as pythonex
+
+from thunder_symbolic.guards.prologue import GuardFailed
+
+__all__ = ["SideEffectError", "ValueGuards", "check_python_value", "describe", "guard_for", "recording_values"]
+
+
+class SideEffectError(NotImplementedError):
+    """The traced function changed Python state (a global list, a module attribute) that the cached program
+    would not change again on later calls."""
+
+
+# Step names a guarded value may be reached through: attributes, items, and these dunder attributes.
+_ALLOWED_DUNDERS = frozenset({"__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__self__", "__func__"})
+_NAMESPACES = (".__globals__", ".__closure__", ".__defaults__", ".__kwdefaults__", "['__builtins__']")
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module())) - {"training"}
+_IDENTITY_TYPES = (
+    type(None),
+    torch.dtype,
+    torch.layout,
+    torch.memory_format,
+    enum.Enum,
+    types.FunctionType,
+    type,
+    functools.partial,
+)
+
+
+def _inst_name(record: ProvenanceRecord) -> str:
+    inst = record.inst
+    return inst.opname if isinstance(inst, dis.Instruction) else inst.name
+
+
+def describe(record: ProvenanceRecord, skip: frozenset[int] = frozenset()) -> str | None:
+    """The Python path of a value read from the inputs (``args[1]``, ``fn.__globals__['G']``, ``module.scale``),
+    or None when it was not read that way (computed, or reached through an entry of ``skip``)."""
+    if id(record) in skip:
+        return None
+    name = _inst_name(record)
+    if name == "INPUT_ARGS":
+        return "args"
+    if name == "INPUT_KWARGS":
+        return "kwargs"
+    if name == "INPUT_FN":
+        return "fn"
+    if name not in ("LOAD_ATTR", "BINARY_SUBSCR") or len(record.inputs) != 2:
+        return None
+    obj, key = record.inputs
+    if _inst_name(key) != "CONSTANT" or not isinstance(key.value, (int, str)) or isinstance(key.value, bool):
+        return None
+    base = describe(obj, skip)
+    if base is None or obj.ext_flag & EXT_FLAG_IS_MODULE and key.value in _MODULE_INTERNALS:
+        return None
+    if obj.ext_flag & EXT_FLAG_IS_TENSOR_PROXY:  # a tensor's metadata: thunder checks tensors
+        return None
+    if name == "BINARY_SUBSCR":
+        return f"{base}[{key.value!r}]"
+    if key.value.startswith("__") and key.value not in _ALLOWED_DUNDERS:
+        return None
+    return f"{base}.{key.value}"
+
+
+def _stable_builtin(value: Any) -> bool:
+    """A builtin function bound to a module or a class (``torch.tanh``): the same object on every read."""
+    owner = getattr(value, "__self__", None)
+    return owner is None or isinstance(owner, (types.ModuleType, type))
+
+
+def guard_for(value: Any) -> tuple[str, Any] | None:
+    """(kind, expected) of the check that proves a read value unchanged, or None when it needs none here
+    (tensors, numbers and strings are proxies checked by thunder; modules are handled by thunder)."""
+    if isinstance(value, (bool, int, float, complex, str, torch.Tensor, torch.device, torch.nn.Module)):
+        return None
+    if isinstance(value, _IDENTITY_TYPES) or isinstance(value, types.BuiltinFunctionType) and _stable_builtin(value):
+        return "is", value
+    if type(value) in (tuple, list):
+        return "len", (type(value), len(value))
+    if type(value) is dict:
+        return "keys", (dict, tuple(value))
+    if type(value) in (set, frozenset):
+        return "len", (type(value), len(value))
+    return None
+
+
+# Expected objects by id: the prologue passes the id (an int prints in any trace; a function, an enum
+# class or a tuple of enum keys may not). Entries live as long as the process, like thunder's cache entries.
+_expected: dict[int, Any] = {}
+
+
+def _check(obj: Any, kind: str, expected_id: int, where: str) -> None:
+    expected = _expected[expected_id]
+    if kind == "is":
+        holds = obj is expected
+    elif kind == "len":
+        holds = type(obj) is expected[0] and len(obj) == expected[1]
+    else:  # "keys"
+        holds = type(obj) is expected[0] and tuple(obj) == expected[1]
+    if not holds:
+        raise GuardFailed(_render(kind, expected, where), where)
+
+
+def _render(kind: str, expected: Any, where: str) -> str:
+    path = where.partition(" (")[0]
+    if kind == "is":
+        return f"{path} is {getattr(expected, '__qualname__', None) or expected!r}"
+    if kind == "len":
+        return f"type({path}) is {expected[0].__name__} and len({path}) == {expected[1]}"
+    return f"type({path}) is dict and list({path}) == {list(expected[1])!r}"
+
+
+check_python_value = pythonex.register_operator(
+    "check_python_value", meta=lambda obj, kind, expected, where: None, fn=_check, tags=(OpTags.DONT_DCE,)
+)
+pythonex.register_implementation(check_python_value, check_python_value, checker=lambda *args: True)
+
+
+def _snapshot(value: Any) -> tuple:
+    if type(value) is dict:
+        return tuple((k, id(v)) for k, v in value.items())
+    if type(value) in (set, frozenset):
+        return tuple(sorted(map(id, value)))
+    return tuple(map(id, value))
+
+
+@dataclass
+class ValueGuards:
+    """The Python values one trace read, each checked once (by path), and the containers to watch for changes."""
+
+    seen: set[str] = field(default_factory=set)
+    python_modules: set[int] = field(default_factory=set)  # provenance records of Python modules read
+    watched: list[tuple[str, Any, Any, tuple]] = field(default_factory=list)  # (path, container, copy, snapshot)
+
+    def guard(self, value: Any, record: ProvenanceRecord, where: str) -> tuple[str, Any, str] | None:
+        """The (kind, id of the expected object, description) to check for ``value`` read through ``record``,
+        once per path."""
+        if isinstance(value, types.ModuleType):
+            self.python_modules.add(id(record))  # library attributes (torch.relu) are not arguments: not checked
+            return None
+        found = guard_for(value)
+        if found is None:
+            return None
+        path = describe(record, frozenset(self.python_modules))
+        # The roots (args, kwargs, fn) are thunder's to check (it checks their lengths); namespaces (a function's
+        # globals, its closure cells, builtins) are steps to the values read from them, not values themselves.
+        if path is None or not record.inputs or path in self.seen or path.endswith(_NAMESPACES):
+            return None
+        self.seen.add(path)
+        if type(value) in (list, dict, set):
+            self.watched.append((path, value, value.copy(), _snapshot(value)))
+        kind, expected = found
+        _expected[id(expected)] = expected
+        return kind, id(expected), path if where.startswith("interpreter.py") else f"{path} (read at {where})"
+
+    def check_unchanged(self, fn_name: str) -> None:
+        """Raise :class:`SideEffectError` (restoring the object) if tracing changed a watched container."""
+        for path, container, copy, snapshot in self.watched:
+            if _snapshot(container) == snapshot:
+                continue
+            if type(container) is dict:
+                container.clear()
+                container.update(copy)
+            elif type(container) is list:
+                container[:] = copy
+            elif type(container) is set:
+                container.clear()
+                container.update(copy)
+            raise SideEffectError(
+                f"{fn_name} changes {path} (a {type(container).__name__} it did not create) in place; thunder.jit "
+                "cannot repeat that change on later calls of the compiled program (eager Python would), so it "
+                "refuses to compile it. Make the change outside the jitted function, or return the new value."
+            )
+
+
+_current: contextvars.ContextVar[ValueGuards | None] = contextvars.ContextVar("thunder_symbolic_values", default=None)
+
+
+def current() -> ValueGuards | None:
+    return _current.get()
+
+
+@contextlib.contextmanager
+def recording_values():
+    guards = ValueGuards()
+    token = _current.set(guards)
+    try:
+        yield guards
+    finally:
+        _current.reset(token)
+
+
+def input_root(record: ProvenanceRecord) -> bool:
+    """Whether ``record`` reads from the call's inputs (arguments, the function, its globals and closures)."""
+    while record.inputs:
+        record = record.inputs[0]
+    return record.inst in (PseudoInst.INPUT_ARGS, PseudoInst.INPUT_KWARGS, PseudoInst.INPUT_FN)

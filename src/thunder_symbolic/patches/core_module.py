@@ -1,0 +1,89 @@
+"""Patches of ``thunder/core/module.py``: a jitted module sees parameters, buffers and submodules replaced later.
+
+``ThunderModule`` copies the module's parameters, buffers and submodules into dicts when it is built
+(one lookup per call instead of a walk of the module tree), and the prologue reads them from there. A
+parameter replaced afterwards (``m.lin.weight = nn.Parameter(...)``), a buffer reassigned or a submodule
+swapped was never seen: the program kept using the old tensors, in both cache options. torch calls its
+global registration hooks on every such assignment; they bump a counter, and a call that finds the
+counter moved refreshes what was replaced (entries a transform put there itself are kept).
+"""
+
+from __future__ import annotations
+
+from thunder_symbolic._registry import patch
+
+_SEEN = "_thunder_symbolic_seen"  # on a ThunderModule: what its dicts were filled from, by name
+_GENERATION = "_thunder_symbolic_generation"
+
+_generation = 0
+_hooks: list = []
+
+
+def _moved(module, name, value):  # a global registration hook: returns None to keep the value as is
+    global _generation
+    _generation += 1
+
+
+def _install_hooks() -> None:
+    if not _hooks:
+        from torch.nn.modules import module as torch_module
+
+        for register in (
+            torch_module.register_module_parameter_registration_hook,
+            torch_module.register_module_buffer_registration_hook,
+            torch_module.register_module_module_registration_hook,
+        ):
+            _hooks.append(register(_moved))
+
+
+def _current(thunder_module) -> tuple[dict, dict, dict]:
+    model = thunder_module._model
+    return dict(model.named_parameters()), dict(model.named_buffers()), dict(model.named_modules())
+
+
+def _refresh(thunder_module) -> None:
+    """Take over what was replaced on the wrapped module since the ThunderModule last looked."""
+    seen = thunder_module.__dict__[_SEEN]
+    targets = (thunder_module._overrides_parameters, thunder_module._overrides_buffers, thunder_module._module_cache)
+    for target, last, now in zip(targets, seen, _current(thunder_module)):
+        for name, value in now.items():
+            if value is not last.get(name) and target.get(name) is last.get(name):
+                target[name] = value
+        last.clear()
+        last.update(now)
+    thunder_module.__dict__[_GENERATION] = _generation
+
+
+@patch(
+    "thunder.core.module:ThunderModule.__init__",
+    summary="remembers what its parameter, buffer and submodule dicts were filled from",
+    why="To tell a parameter the user replaced on the wrapped module from one a transform overrode.",
+    upstream="Lightning-AI/lightning-thunder#396",
+)
+def _init(original):
+    def __init__(self, model, compiled_model_call):
+        original(self, model, compiled_model_call)
+        _install_hooks()
+        self.__dict__[_SEEN] = _current(self)
+        self.__dict__[_GENERATION] = _generation
+
+    return __init__
+
+
+@patch(
+    "thunder.core.module:ThunderModule.forward",
+    summary="takes over parameters, buffers and submodules replaced on the wrapped module since the last call",
+    why=(
+        "0.2.6 copies them once, when the module is jitted: `m.lin.weight = nn.Parameter(...)` or a reassigned "
+        "buffer was silently ignored afterwards (both cache options), the program using the old tensors."
+    ),
+    upstream="Lightning-AI/lightning-thunder#396",
+)
+def _forward(original):
+    def forward(self, *args, **kwargs):
+        if self.__dict__.get(_GENERATION, _generation) != _generation:
+            _refresh(self)
+        return original(self, *args, **kwargs)
+
+    return forward
+

@@ -1,0 +1,369 @@
+"""Every input and every piece of Python state a program read is checked before the program is reused.
+
+Each case changes a non-tensor input between calls (None or a value, containers, dtypes, callables,
+floats, enums, globals, module attributes) and is held to eager PyTorch call by call, with the compile
+count, under both cache options: these gaps were thunder 0.2.6's prologue's, shared by both.
+"""
+
+import enum
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import thunder
+import thunder_symbolic
+from thunder_symbolic.guards.values import SideEffectError
+from thunder_symbolic.testing import check_against_eager, run_python
+
+CACHES = pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+
+
+def x(rows=3):
+    return torch.randn(rows, 4)
+
+
+class Color(enum.Enum):
+    RED = 1
+    BLUE = 2
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+# --- Arguments ----------------------------------------------------------------------------------------
+
+
+@CACHES
+def test_optional_number(cache):
+    def f(t, n):
+        if n is None:
+            return t * 2
+        return t + n
+
+    # Constant values pins the int too: 3 and 5 are two programs there.
+    compiles = 2 if cache == "symbolic values" else 3
+    jf = check_against_eager(f, [(x(), None), (x(), 3), (x(), None), (x(), 5)], cache=cache, compiles=compiles)
+    if cache == "symbolic values":
+        assert "args[1] is None" in str(thunder_symbolic.recompile_reasons(jf)[0])
+
+
+@CACHES
+def test_optional_tensor_mask(cache):
+    def f(t, mask=None):
+        if mask is not None:
+            t = t.masked_fill(mask, 0.0)
+        return t.softmax(-1)
+
+    masks = [torch.rand(3, 4) > 0.5 for _ in range(2)]
+    args = [(x(), None), (x(), masks[0]), (x(), None), (x(), masks[1])]
+    check_against_eager(f, args, cache=cache, compiles=2)
+
+
+@CACHES
+def test_tuple_of_ints_of_changing_length(cache):
+    def f(t, sizes):
+        return t * len(sizes) + sizes[0] * sizes[-1]
+
+    args = [(x(), (1, 2)), (x(), (1, 2, 3)), (x(), (4, 5))]
+    check_against_eager(f, args, cache=cache, compiles=2 if cache == "symbolic values" else 3)
+
+
+@pytest.mark.xfail(strict=True, reason="builtin sum() of symbolic ints reads their values unguarded (issue 14)")
+def test_sum_of_symbolic_ints():
+    def f(t, sizes):
+        return t + sum(sizes)
+
+    check_against_eager(f, [(x(), (1, 2)), (x(), (4, 5))], compiles=1)
+
+
+@CACHES
+def test_list_of_tensors_of_changing_length(cache):
+    def f(ts):
+        out = ts[0]
+        for t in ts[1:]:
+            out = out + t
+        return out
+
+    check_against_eager(f, [([x(), x()],), ([x(), x(), x()],), ([x(), x()],)], cache=cache, compiles=2)
+
+
+@CACHES
+def test_dict_with_an_optional_key(cache):
+    def f(t, cfg):
+        if "bias" in cfg:
+            return t * cfg["scale"] + cfg["bias"]
+        return t * cfg["scale"]
+
+    args = [(x(), {"scale": 2.0}), (x(), {"scale": 2.0, "bias": 1.0}), (x(), {"scale": 3.0})]
+    check_against_eager(f, args, cache=cache, compiles=2 if cache == "symbolic values" else 3)
+
+
+@CACHES
+def test_kwargs_whose_keys_change(cache):
+    def f(t, **kwargs):
+        if "bias" in kwargs:
+            return t + kwargs["bias"]
+        return t * 2
+
+    args = [{"args": (x(),)}, {"args": (x(),), "kwargs": {"bias": 1.0}}, {"args": (x(),), "kwargs": {"scale": 1.0}}]
+    check_against_eager(f, args, cache=cache, compiles=3)
+
+
+@CACHES
+def test_dtype_argument(cache):
+    def f(t, dtype):
+        return t.to(dtype) * 2
+
+    args = [(x(), torch.float64), (x(), torch.float16), (x(), torch.float64)]
+    check_against_eager(f, args, cache=cache, compiles=2)
+
+
+@CACHES
+def test_callable_argument(cache):
+    def f(t, act):
+        return act(t) + 1
+
+    args = [(x(), torch.relu), (x(), torch.tanh), (x(), torch.relu)]
+    check_against_eager(f, args, cache=cache, compiles=2)
+
+
+@CACHES
+def test_enum_and_int_enum_arguments(cache):
+    def f(t, color, level):
+        t = t * 2 if color is Color.RED else t - 1
+        return t * level if level == Level.HIGH else t
+
+    args = [(x(), Color.RED, Level.LOW), (x(), Color.BLUE, Level.LOW), (x(), Color.RED, Level.HIGH)]
+    check_against_eager(f, args, cache=cache, compiles=3)
+
+
+@CACHES
+def test_slice_argument(cache):
+    def f(t, s):
+        return t[s] * 2
+
+    check_against_eager(f, [(x(), slice(0, 2)), (x(), slice(1, 3)), (x(), slice(0, 2))], cache=cache, compiles=2)
+
+
+@CACHES
+def test_identity_of_a_bool_argument(cache):
+    def f(t, flag):
+        if flag is True:
+            return t * 2
+        return t - 1
+
+    check_against_eager(f, [(x(), True), (x(), False), (x(), True)], cache=cache, compiles=2)
+
+
+@CACHES
+@pytest.mark.parametrize("value", [-0.0, float("nan"), float("inf")])
+def test_floats_pinned_bitwise(cache, value):
+    def f(t, s):
+        if s == s:  # False for NaN only
+            return t * math.copysign(1.0, s)
+        return t - 1
+
+    # A program pinned on 0.0 is not reused for -0.0 (copysign differs), nor for NaN.
+    check_against_eager(f, [(x(), 0.0), (x(), value), (x(), 0.0), (x(), value)], cache=cache, compiles=2)
+
+
+# --- Python state: globals, closures, module attributes -----------------------------------------------
+
+SCALES = [1.0]
+ACTIVATION = torch.relu
+
+
+@CACHES
+def test_global_list_mutated_between_calls(cache):
+    def f(t):
+        return t * SCALES[0] * len(SCALES)
+
+    jf = thunder.jit(f, cache=cache)
+    try:
+        for scales in ([2.0], [5.0], [5.0, 1.0], [2.0]):
+            SCALES[:] = scales
+            torch.testing.assert_close(jf(t := x()), f(t))
+    finally:
+        SCALES[:] = [1.0]
+
+
+@CACHES
+def test_global_callable_rebound_between_calls(cache):
+    global ACTIVATION
+
+    def f(t):
+        return ACTIVATION(t)
+
+    jf = thunder.jit(f, cache=cache)
+    try:
+        for activation in (torch.relu, torch.tanh, torch.relu):
+            ACTIVATION = activation
+            torch.testing.assert_close(jf(t := x()), f(t))
+        assert thunder.cache_misses(jf) == 2
+    finally:
+        ACTIVATION = torch.relu
+
+
+@CACHES
+def test_closure_cell_changed_between_calls(cache):
+    mode = None
+
+    def f(t):
+        return t * 2 if mode is None else t - 1
+
+    jf = thunder.jit(f, cache=cache)
+    for mode in (None, "sub", None):  # noqa: B007  (f reads the cell)
+        torch.testing.assert_close(jf(t := x()), f(t))
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 5)
+        self.scale = None
+        self.register_buffer("offset", torch.zeros(5))
+
+    def forward(self, t):
+        y = self.lin(t) + self.offset
+        if self.scale is not None:
+            y = y * self.scale
+        return y
+
+
+@CACHES
+@torch.no_grad()
+def test_module_attribute_none_then_float(cache):
+    m = Scaled()
+    jm = thunder.jit(m, cache=cache)
+    for scale in (None, 3.0, None, 2.0):
+        m.scale = scale
+        torch.testing.assert_close(jm(t := x()), m(t))
+
+
+@CACHES
+@torch.no_grad()
+def test_buffer_reassigned_and_parameter_replaced(cache):
+    m = Scaled()
+    jm = thunder.jit(m, cache=cache)
+    torch.testing.assert_close(jm(t := x()), m(t))
+    m.offset = torch.full((5,), 2.0)
+    torch.testing.assert_close(jm(t := x()), m(t))
+    m.lin.weight = nn.Parameter(torch.randn(5, 4))
+    torch.testing.assert_close(jm(t := x()), m(t))
+    m.lin = nn.Linear(4, 5)  # a submodule swapped
+    torch.testing.assert_close(jm(t := x()), m(t))
+    assert thunder.cache_misses(jm) == 1  # same shapes: the program is the same, its inputs are new
+
+
+# --- Side effects on Python state ---------------------------------------------------------------------
+
+
+class Counting(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.step = 0
+
+    def forward(self, t):
+        self.step += 1
+        return t * 2
+
+
+class CountingOuter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Counting()
+
+    def forward(self, t):
+        return self.inner(t)
+
+
+@CACHES
+def test_attribute_set_on_the_jitted_module_is_refused(cache):
+    jm = thunder.jit(Counting(), cache=cache)
+    with pytest.raises(SideEffectError, match=r"Counting.step = \.\.\.` at test_python_state.py:\d+"):
+        jm(x())
+
+
+@CACHES
+def test_attribute_set_on_a_submodule_is_applied(cache):
+    m = CountingOuter()
+    jm = thunder.jit(m, cache=cache)
+    for _ in range(3):
+        torch.testing.assert_close(jm(t := x()), t * 2)
+    assert m.inner.step == 3  # as eager: each call increments it (the pinned value recompiles)
+
+
+LOG = []
+MEMO = {}
+
+
+@CACHES
+def test_appending_to_a_global_list_is_refused_and_undone(cache):
+    def f(t):
+        LOG.append(t.shape[0])
+        return t * 2
+
+    with pytest.raises(SideEffectError, match=r"fn.__globals__\['LOG'\]"):
+        thunder.jit(f, cache=cache)(x())
+    assert LOG == []
+
+
+@CACHES
+def test_memoizing_in_a_global_dict_is_refused_and_undone(cache):
+    def f(t):
+        if t.shape[0] not in MEMO:
+            MEMO[t.shape[0]] = torch.ones(t.shape[0])
+        return t + MEMO[t.shape[0]][:, None]
+
+    with pytest.raises(SideEffectError, match=r"fn.__globals__\['MEMO'\]"):
+        thunder.jit(f, cache=cache)(x())
+    assert MEMO == {}
+    MEMO[3] = torch.ones(3)  # filled outside: read-only in the trace, its keys are checked
+    try:
+        jf = thunder.jit(f, cache=cache)
+        torch.testing.assert_close(jf(t := x()), f(t))
+        with pytest.raises(SideEffectError):
+            jf(x(5))  # would add a key
+    finally:
+        MEMO.clear()
+
+
+# --- 0.2.6 without the patch set ----------------------------------------------------------------------
+
+
+def test_unpatched_thunder_reuses_programs_it_should_not():
+    """Each case above is wrong in 0.2.6 (THUNDER_SYMBOLIC=0): the tests above can fail."""
+    result = run_python(
+        """
+        import math, torch, thunder
+        wrong = []
+        def check(name, f, *calls, cache="symbolic values"):
+            jf = thunder.jit(f, cache=cache)
+            for args in calls:
+                try:
+                    same = torch.allclose(jf(*args), f(*args), equal_nan=True)
+                except RuntimeError:  # 0.2.6 reuses the program and fails in it
+                    same = False
+                if not same:
+                    wrong.append(name)
+                    return
+        x = torch.randn(3, 4)
+        check("none", lambda t, n: t * 2 if n is None else t + n, (x, None), (x, 3))
+        check("dtype", lambda t, d: t.to(d) * 2, (x, torch.float64), (x, torch.float16))
+        check("callable", lambda t, a: a(t), (x, torch.relu), (x, torch.tanh))
+        check("tuple", lambda t, s: t * len(s), (x, (1, 2)), (x, (1, 2, 3)))
+        check("dict", lambda t, c: t + c["b"] if "b" in c else t, (x, {}), (x, {"b": 1.0}))
+        check("-0.0", lambda t, s: t * math.copysign(1.0, s), (x, 0.0), (x, -0.0), cache="constant values")
+        check("is True", lambda t, f: t * 2 if f is True else t, (x, True))
+        print(sorted(wrong))
+        """,
+        env={"THUNDER_SYMBOLIC": "0"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == str(
+        sorted(["none", "dtype", "callable", "tuple", "dict", "-0.0", "is True"])
+    )
