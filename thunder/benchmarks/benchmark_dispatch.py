@@ -47,6 +47,28 @@ def branch_on_size(x):
     return x - 1
 
 
+def python_arguments(x, mask, cfg, dtype, act):
+    """HF-style arguments: an optional mask, a config dict, a dtype and a callable (each checked per call)."""
+    if mask is not None:
+        x = x.masked_fill(mask, 0.0)
+    return act(x.to(dtype) * cfg["scale"])
+
+
+class ScaledMLP(torch.nn.Module):
+    """A module whose forward reads Python attributes (None, a float, a callable) besides its parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.up, self.down = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
+        self.act, self.scale, self.dropout = torch.nn.functional.gelu, 0.5, None
+
+    def forward(self, x):
+        y = self.down(self.act(self.up(x)))
+        if self.dropout is not None:
+            y = self.dropout(y)
+        return y * self.scale
+
+
 def programs() -> dict[str, tuple[Callable, list[tuple]]]:
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16)).eval()
@@ -58,6 +80,11 @@ def programs() -> dict[str, tuple[Callable, list[tuple]]]:
         "matmul": (matmul, [(torch.randn(n, 16), w) for n in (3, 5, 7, 9)]),
         "branch on size": (branch_on_size, [(torch.randn(n, 16),) for n in (4, 6, 10, 12)]),
         "small module": (mlp, [(torch.randn(n, 16),) for n in (3, 5, 7, 9)]),
+        "python arguments": (
+            python_arguments,
+            [(torch.randn(n, 16), None, {"scale": 2.0}, torch.float32, torch.relu) for n in (3, 5, 7, 9)],
+        ),
+        "module attributes": (ScaledMLP().eval(), [(torch.randn(n, 16),) for n in (3, 5, 7, 9)]),
     }
 
 

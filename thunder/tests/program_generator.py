@@ -1,7 +1,10 @@
 """Hypothesis strategies for small dynamic-shape programs and the argument sequences to run them on.
 
-A program is Python source: a function ``f(x, k)`` of a 2-D tensor and an int that applies a list of
-statements to ``y`` (always 2-D) and returns tensors, sizes and ints. Control-flow statements come in
+A program is Python source: a function ``f(x, k, n, mask, sizes, cfg, dtype, act, s, color)`` of a 2-D
+tensor, an int and the Python values a real program depends on (None-or-int, None-or-tensor, a tuple of
+varying length, a dict with an optional key, a dtype, a callable, a float among -0.0/NaN/inf, an enum),
+which also reads a global list ``G`` and an attribute ``M.scale`` (None or a float) changed between
+calls. It applies a list of statements to ``y`` (always 2-D) and returns tensors, sizes and ints. Control-flow statements come in
 two spellings: the plain one that thunder traces, and an instrumented one that records each decision
 in ``path``, so that running the instrumented program eagerly tells which control-flow path an
 argument set takes. The instrumented spelling also records, after each statement, whether each dim of
@@ -12,10 +15,22 @@ Python.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+import math
+import types
 from dataclasses import dataclass
 
 import torch
 from hypothesis import strategies as st
+
+
+class Color(enum.Enum):
+    RED = 1
+    BLUE = 2
+
+
+PARAMETERS = "x, k, n, mask, sizes, cfg, dtype, act, s, color"
 
 # (plain, instrumented) statement templates; {c} is a small constant.
 STRAIGHT = [
@@ -46,6 +61,18 @@ STRAIGHT = [
     "y = y + torch.arange(y.shape[1])",
     "y = y * (y.shape[0] + k)",
     "y = y * y.numel()",
+    # Python values: each decides the program by identity, type, length, keys or bits.
+    "y = y * 2 if n is None else y + n",
+    "y = y if mask is None else y + mask.sum()",
+    "y = y * len(sizes) + sizes[0]",
+    "y = y + cfg['bias'] if 'bias' in cfg else y * cfg['scale']",
+    "y = (y.to(dtype) * 3).to(torch.float32)",
+    "y = act(y)",
+    "y = y * math.copysign(1.0, s) if s == s else y - 1",
+    "y = y.clamp(max=s) if math.isinf(s) else y",
+    "y = y * 2 if color is Color.RED else y - 1",
+    "y = y * G[0] * len(G)",
+    "y = y if M.scale is None else y * M.scale",
 ]
 BRANCHES = [
     "y.shape[0] > {c}",
@@ -65,13 +92,14 @@ class Program:
 
     def source(self, *, instrumented: bool = False) -> str:
         body = self.instrumented if instrumented else self.plain
-        head = "def f(x, k, path):" if instrumented else "def f(x, k):"
+        head = f"def f({PARAMETERS}, path):" if instrumented else f"def f({PARAMETERS}):"
         return f"{head}\n    y = x\n{body}\n    return {self.returns}\n"
 
     def compile(self, *, instrumented: bool = False):
-        namespace = {"torch": torch}
+        """The function, and its globals (set ``G`` and ``M.scale`` there before each call)."""
+        namespace = {"torch": torch, "math": math, "Color": Color, "G": [1.0], "M": types.SimpleNamespace(scale=None)}
         exec(self.source(instrumented=instrumented), namespace)
-        return namespace["f"]
+        return namespace["f"], namespace
 
 
 SIZE_CLASSES = "\n    path.append(tuple(min(d, 2) for d in y.shape))"
@@ -102,8 +130,62 @@ def programs(draw) -> Program:
     return Program("\n".join(p for p, _ in body), "\n".join(i for _, i in body), returns)
 
 
+@dataclass(frozen=True)
+class Extras:
+    """The Python values of one call: arguments after ``k``, and the global ``G`` and ``M.scale``."""
+
+    n: int | None = None
+    mask: bool = False  # a (3,) tensor or None
+    sizes: tuple[int, ...] = (1,)
+    bias: float | None = None
+    dtype: torch.dtype = torch.float32
+    act: str = "relu"
+    s: float = 1.0
+    color: Color = Color.RED
+    g: tuple[float, ...] = (1.0,)
+    scale: float | None = None
+
+    def arguments(self, seed: int) -> tuple:
+        mask = torch.randn(3, generator=torch.Generator().manual_seed(seed)) if self.mask else None
+        cfg = {"scale": 2.0} if self.bias is None else {"scale": 2.0, "bias": self.bias}
+        return (self.n, mask, self.sizes, cfg, self.dtype, getattr(torch, self.act), self.s, self.color)
+
+    def set_state(self, namespace) -> None:
+        namespace["G"][:] = self.g
+        namespace["M"].scale = self.scale
+
+    def python_class(self) -> tuple:
+        """What the prologue checks of these values: distinct classes may need distinct programs."""
+        return (
+            self.n is None, self.mask, len(self.sizes), self.bias is None, self.dtype, self.act,
+            math.copysign(1.0, self.s), math.isnan(self.s), math.isinf(self.s), self.s, self.color,
+            len(self.g), self.scale,
+        )  # fmt: skip
+
+
+FLOATS = [1.0, 0.0, -0.0, 2.5, float("nan"), float("inf"), float("-inf")]
+EXTRA_VALUES = {
+    "n": st.none() | st.integers(0, 5),
+    "mask": st.booleans(),
+    "sizes": st.lists(st.integers(0, 4), min_size=1, max_size=3).map(tuple),
+    "bias": st.none() | st.sampled_from([0.5, -1.0]),
+    "dtype": st.sampled_from([torch.float32, torch.float64]),
+    "act": st.sampled_from(["relu", "tanh", "sigmoid"]),
+    "s": st.sampled_from(FLOATS),
+    "color": st.sampled_from(list(Color)),
+    "g": st.lists(st.sampled_from([1.0, 2.0, -0.5]), min_size=1, max_size=2).map(tuple),
+    "scale": st.none() | st.sampled_from([1.5, 3.0]),
+}
+
+
 @st.composite
-def argument_sets(draw) -> list[tuple[int, int, int]]:
-    """3 to 8 (rows, cols, k) triples; rows and k include 0 and 1, where implicit specializations live."""
-    triple = st.tuples(st.integers(0, 9), st.integers(1, 4), st.integers(0, 7))
-    return draw(st.lists(triple, min_size=3, max_size=8))
+def argument_sets(draw) -> list[tuple[int, int, int, Extras]]:
+    """3 to 8 (rows, cols, k, extras); rows and k include 0 and 1, where implicit specializations live. From
+    one call to the next, one Python value changes with probability 1/2, so programs get reused too."""
+    calls, extra = [], draw(st.builds(Extras, **EXTRA_VALUES))
+    for _ in range(draw(st.integers(3, 8))):
+        if calls and draw(st.booleans()):
+            field = draw(st.sampled_from(sorted(EXTRA_VALUES)))
+            extra = dataclasses.replace(extra, **{field: draw(EXTRA_VALUES[field])})
+        calls.append((draw(st.integers(0, 9)), draw(st.integers(1, 4)), draw(st.integers(0, 7)), extra))
+    return calls

@@ -2,8 +2,10 @@
 
 Each example is a program and 3-8 argument sets. Every output must equal eager's; an error must be
 eager's error type; and the program may compile at most once per distinct (control-flow path, size
-class) that the sequence takes — size classes stand for the size-0/1 specializations and the
-orderings that slicing by an int decides. More compiles mean a recompilation without a reason.
+class, Python-value class) that the sequence takes — size classes stand for the size-0/1
+specializations and the orderings that slicing by an int decides, Python-value classes for what the
+prologue checks of the other arguments and of the globals the program reads. More compiles mean a
+recompilation without a reason.
 
 Profiles (``THUNDER_SYMBOLIC_FUZZ``): ``fast`` (default, derandomized, in the normal test run) and
 ``long`` (random; ``THUNDER_SYMBOLIC_FUZZ_EXAMPLES``, default 2000; ``make fuzz`` prints a summary).
@@ -18,7 +20,7 @@ import pytest
 import thunder
 import torch
 from hypothesis import HealthCheck, example, given, note, settings
-from program_generator import SIZE_CLASSES, Program, argument_sets, programs
+from program_generator import SIZE_CLASSES, Extras, Program, argument_sets, programs
 
 from thunder_symbolic.testing import assert_same
 
@@ -83,12 +85,12 @@ def _outputs_and_gradients(fn, x, k, *extra, grad: bool, seed: int):
     return torch.utils._pytree.tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, out), gradient
 
 
-def _upstream_fails(fn, x, k, expected, *, seed: int) -> bool:
+def _upstream_fails(fn, x, k, extra, expected, *, seed: int) -> bool:
     """Whether thunder's own path (constant values) fails this call too: it cannot differentiate some
     programs (a backward expanding a dim of length 2), and some it differentiates wrongly (the gradient
     of `zeros(n, 2) + y.sum()` for y of shape (1, 2) is the cotangent itself). Those are not ours."""
     try:
-        actual = _outputs_and_gradients(thunder.jit(fn, cache="constant values"), x, k, grad=True, seed=seed)
+        actual = _outputs_and_gradients(thunder.jit(fn, cache="constant values"), x, k, *extra, grad=True, seed=seed)
         assert_same(actual, expected, equal_nan=True)
     except Exception:  # noqa: BLE001
         return True
@@ -98,31 +100,35 @@ def _upstream_fails(fn, x, k, expected, *, seed: int) -> bool:
 def check_program(program: Program, arguments, *, grad: bool):
     """Every call (outputs, and x's gradient with ``grad``) equals eager's; compiles within the bound."""
     note(f"program:\n{program.source()}")
-    note(f"arguments (rows, cols, k): {arguments}")
-    fn, traced_path = program.compile(), program.compile(instrumented=True)
+    note(f"arguments (rows, cols, k, extras): {arguments}")
+    (fn, namespace), (traced_path, traced_namespace) = program.compile(), program.compile(instrumented=True)
     jfn = thunder.jit(fn, cache="symbolic values")
     stats = GRADIENT_STATS if grad else STATS
     classes, shapes, eager_errors, thunder_errors = set(), set(), 0, stats["thunder_errors"]
-    for i, (rows, cols, k) in enumerate(arguments):
+    for i, (rows, cols, k, extras) in enumerate(arguments):
         x = torch.randn(rows, cols, generator=torch.Generator().manual_seed(i))
+        extra = extras.arguments(seed=i)
+        extras.set_state(namespace)
+        extras.set_state(traced_namespace)
         path: list = []
         try:
-            expected = _outputs_and_gradients(traced_path, x, k, path, grad=grad, seed=i)
+            expected = _outputs_and_gradients(traced_path, x, k, *extra, path, grad=grad, seed=i)
         except Exception as error:  # noqa: BLE001  (thunder must fail the same way)
             eager_errors += 1
             with pytest.raises(type(error)):
-                _outputs_and_gradients(jfn, x, k, grad=grad, seed=i)
+                _outputs_and_gradients(jfn, x, k, *extra, grad=grad, seed=i)
             continue
-        where = f"call {i} {(rows, cols, k)} (outputs, gradient)"
+        where = f"call {i} {(rows, cols, k, extras)} (outputs, gradient)"
         try:
-            assert_same(_outputs_and_gradients(jfn, x, k, grad=grad, seed=i), expected, path=where, equal_nan=True)
+            actual = _outputs_and_gradients(jfn, x, k, *extra, grad=grad, seed=i)
+            assert_same(actual, expected, path=where, equal_nan=True)
         except Exception:
-            if not grad or not _upstream_fails(fn, x, k, expected, seed=i):
+            if not grad or not _upstream_fails(fn, x, k, extra, expected, seed=i):
                 raise
             stats["thunder_errors"] += 1
             continue
-        classes.add((tuple(path), size_class(rows, cols, k)))
-        shapes.add((rows, cols, k))
+        classes.add((tuple(path), size_class(rows, cols, k), extras.python_class()))
+        shapes.add((rows, cols, k, extras))
     compiles = thunder.cache_misses(jfn)
     stats["examples"] += 1
     stats["calls"] += len(arguments)
@@ -145,7 +151,10 @@ def check_program(program: Program, arguments, *, grad: bool):
     print_blob=True,
 )
 @given(program=programs(), arguments=argument_sets())
-@example(program=_narrowing_to_width_one(), arguments=[(0, 1, 0), (1, 3, 1), (0, 1, 0), (1, 4, 1)])
+@example(
+    program=_narrowing_to_width_one(),
+    arguments=[(r, c, k, Extras()) for r, c, k in [(0, 1, 0), (1, 3, 1), (0, 1, 0), (1, 4, 1)]],
+)
 def test_generated_program_matches_eager(program: Program, arguments):
     check_program(program, arguments, grad=False)
 

@@ -29,6 +29,7 @@ import enum
 import functools
 import types
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -159,13 +160,29 @@ def _snapshot(value: Any) -> tuple:
     return tuple(map(id, value))
 
 
+# Methods of list, dict and set that change the object (bound, or unbound with the object first).
+_MUTATORS = frozenset(
+    "append extend insert pop remove clear update setdefault popitem add discard sort reverse "
+    "__setitem__ __delitem__ __iadd__ __ior__ __imul__".split()
+)
+
+
+@dataclass
+class _Watched:
+    path: str
+    container: Any
+    copy: Any
+    snapshot: tuple
+    changed_at: str | None = None  # where a mutating method was called on it, if one was
+
+
 @dataclass
 class ValueGuards:
     """The Python values one trace read, each checked once (by path), and the containers to watch for changes."""
 
     seen: set[str] = field(default_factory=set)
     python_modules: set[int] = field(default_factory=set)  # provenance records of Python modules read
-    watched: list[tuple[str, Any, Any, tuple]] = field(default_factory=list)  # (path, container, copy, snapshot)
+    watched: list[_Watched] = field(default_factory=list)
 
     def guard(self, value: Any, record: ProvenanceRecord, where: str) -> tuple[str, Any, str] | None:
         """The (kind, id of the expected object, description) to check for ``value`` read through ``record``,
@@ -183,28 +200,39 @@ class ValueGuards:
             return None
         self.seen.add(path)
         if type(value) in (list, dict, set):
-            self.watched.append((path, value, value.copy(), _snapshot(value)))
+            self.watched.append(_Watched(path, value, value.copy(), _snapshot(value)))
         kind, expected = found
         _expected[id(expected)] = expected
         return kind, id(expected), path if where.startswith("interpreter.py") else f"{path} (read at {where})"
 
+    def note_call(self, fn: Any, args: tuple, where: Callable[[], str]) -> None:
+        """Remember where traced code calls a mutating method of a watched container (to name the statement)."""
+        if not self.watched or getattr(fn, "__name__", None) not in _MUTATORS:
+            return
+        target = getattr(fn, "__self__", None)
+        if type(target) not in (list, dict, set) and args:
+            target = getattr(args[0], "value", args[0])  # an unbound method: the object comes first
+        for watched in self.watched:
+            if watched.container is target and watched.changed_at is None:
+                watched.changed_at = where()
+
     def check_unchanged(self, fn_name: str) -> None:
         """Raise :class:`SideEffectError` (restoring the object) if tracing changed a watched container."""
-        for path, container, copy, snapshot in self.watched:
-            if _snapshot(container) == snapshot:
+        for watched in self.watched:
+            container = watched.container
+            if _snapshot(container) == watched.snapshot:
                 continue
-            if type(container) is dict:
+            if type(container) is list:
+                container[:] = watched.copy
+            else:
                 container.clear()
-                container.update(copy)
-            elif type(container) is list:
-                container[:] = copy
-            elif type(container) is set:
-                container.clear()
-                container.update(copy)
+                container.update(watched.copy)
+            at = f" at {watched.changed_at}" if watched.changed_at else ""
             raise SideEffectError(
-                f"{fn_name} changes {path} (a {type(container).__name__} it did not create) in place; thunder.jit "
-                "cannot repeat that change on later calls of the compiled program (eager Python would), so it "
-                "refuses to compile it. Make the change outside the jitted function, or return the new value."
+                f"{fn_name} changes {watched.path} (a {type(container).__name__} it did not create) in place{at}; "
+                "thunder.jit cannot repeat that change on later calls of the compiled program (eager Python "
+                "would), so it refuses to compile it. Make the change outside the jitted function, or return "
+                "the new value."
             )
 
 

@@ -70,6 +70,23 @@ def _lookaside_map(original):
     return lookasides
 
 
+@patch(
+    "thunder.core.jit_ext:general_jit_lookaside",
+    summary="notes where traced code calls a mutating method (append, update, __setitem__...) of a container "
+    "read from the inputs or globals",
+    why="A trace that changes such a container is refused; the error names the statement that changed it.",
+    upstream=UPSTREAM,
+)
+def _general_jit_lookaside(original):
+    def general_jit_lookaside(fn, *args, **kwargs):
+        read = value_guards.current()
+        if read is not None and read.watched:
+            read.note_call(fn, args, guard_recorder.source_location)
+        return original(fn, *args, **kwargs)
+
+    return general_jit_lookaside
+
+
 def _refuse_root_setattr(lookaside):
     """thunder's epilogue sets attributes of objects reached through the inputs, but not of the jitted function
     or module itself: such a change would happen once, while tracing. Refuse it, naming the statement."""

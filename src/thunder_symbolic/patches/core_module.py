@@ -10,6 +10,8 @@ counter moved refreshes what was replaced (entries a transform put there itself 
 
 from __future__ import annotations
 
+import torch
+
 from thunder_symbolic._registry import patch
 
 _SEEN = "_thunder_symbolic_seen"  # on a ThunderModule: what its dicts were filled from, by name
@@ -21,7 +23,10 @@ _hooks: list = []
 
 def _moved(module, name, value):  # a global registration hook: returns None to keep the value as is
     global _generation
-    _generation += 1
+    # torch.compile traces hooks run by code it compiles (transformers registers buffers in forward): it would
+    # guard on the counter and recompile at every step. Registrations replayed there are not counted.
+    if not torch.compiler.is_compiling():
+        _generation += 1
 
 
 def _install_hooks() -> None:
