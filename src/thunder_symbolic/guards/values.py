@@ -174,6 +174,13 @@ class _Watched:
     copy: Any
     snapshot: tuple
     changed_at: str | None = None  # where a mutating method was called on it, if one was
+    stand_in: Any = None  # the container of proxies traced code sees instead (see watch_copy)
+    stand_in_snapshot: tuple = ()
+
+    def changed(self) -> bool:
+        if _snapshot(self.container) != self.snapshot:
+            return True
+        return self.stand_in is not None and _snapshot(self.stand_in) != self.stand_in_snapshot
 
 
 @dataclass
@@ -205,6 +212,12 @@ class ValueGuards:
         _expected[id(expected)] = expected
         return kind, id(expected), path if where.startswith("interpreter.py") else f"{path} (read at {where})"
 
+    def watch_copy(self, container: Any, stand_in: Any) -> None:
+        """Traced code sees ``stand_in`` (the same items as proxies) for ``container``: a change to either is one."""
+        for watched in self.watched:
+            if watched.container is container:
+                watched.stand_in, watched.stand_in_snapshot = stand_in, _snapshot(stand_in)
+
     def note_call(self, fn: Any, args: tuple, where: Callable[[], str]) -> None:
         """Remember where traced code calls a mutating method of a watched container (to name the statement)."""
         if not self.watched or getattr(fn, "__name__", None) not in _MUTATORS:
@@ -213,14 +226,16 @@ class ValueGuards:
         if type(target) not in (list, dict, set) and args:
             target = getattr(args[0], "value", args[0])  # an unbound method: the object comes first
         for watched in self.watched:
-            if watched.container is target and watched.changed_at is None:
+            if (target is watched.container or target is watched.stand_in) and watched.changed_at is None:
                 watched.changed_at = where()
 
-    def check_unchanged(self, fn_name: str) -> None:
-        """Raise :class:`SideEffectError` (restoring the object) if tracing changed a watched container."""
+    def check_unchanged(self, fn_name: str, cause: BaseException | None = None) -> None:
+        """Raise :class:`SideEffectError` (restoring the object) if tracing changed a watched container (tracing
+        may have failed after the change: ``cause``)."""
         for watched in self.watched:
             container = watched.container
-            if _snapshot(container) == watched.snapshot:
+            # A trace that failed inside a mutating call (thunder's dict emulation may) had started changing it.
+            if not (watched.changed() or cause is not None and watched.changed_at):
                 continue
             if type(container) is list:
                 container[:] = watched.copy
@@ -233,7 +248,7 @@ class ValueGuards:
                 "thunder.jit cannot repeat that change on later calls of the compiled program (eager Python "
                 "would), so it refuses to compile it. Make the change outside the jitted function, or return "
                 "the new value."
-            )
+            ) from cause
 
 
 _current: contextvars.ContextVar[ValueGuards | None] = contextvars.ContextVar("thunder_symbolic_values", default=None)

@@ -141,13 +141,18 @@ def _min_max_of_two_numbers(builtin, op, *args, **kwargs):
 )
 def _thunder_general_jit(original):
     def thunder_general_jit(fn, args, kwargs, /, **options):
+        name = getattr(fn, "__qualname__", type(fn).__name__)
         with value_guards.recording_values() as read:
-            if compile_data.using_symbolic_values():
-                with guard_recorder.recording():
+            try:
+                if compile_data.using_symbolic_values():
+                    with guard_recorder.recording():
+                        result = original(fn, args, kwargs, **options)
+                else:
                     result = original(fn, args, kwargs, **options)
-            else:
-                result = original(fn, args, kwargs, **options)
-            read.check_unchanged(getattr(fn, "__qualname__", type(fn).__name__))
+            except Exception as e:
+                read.check_unchanged(name, cause=e)  # a side effect is the first thing to report
+                raise
+            read.check_unchanged(name)
         return result
 
     return thunder_general_jit
@@ -171,10 +176,20 @@ def _general_jit_callbacks(original):
         result = wrap_callback(value)
         read = value_guards.current()
         if read is not None and not isinstance(result, INTERPRETER_SIGNALS):  # (a sharp edge returns the value)
-            found = read.guard(value.value, value.provenance, guard_recorder.source_location())
+            uvalue = value.value
+            found = read.guard(uvalue, value.provenance, guard_recorder.source_location())
             if found is not None:
-                proxy = AnyProxy(value.value, history=value.provenance)
-                get_jit_ctx().add_constraint((value_guards.check_python_value, proxy, *found))
+                ctx = get_jit_ctx()
+                ctx.add_constraint((value_guards.check_python_value, AnyProxy(uvalue, history=value.provenance), *found))
+                if type(uvalue) in (tuple, list, dict) and value.original_value is value.nothing:
+                    # Builtins (sum, max, sorted, torch.tensor) receive the container itself: give them one of
+                    # proxies, as thunder does for a symbol's arguments, or they compute with unchecked values.
+                    value.track_items()
+                    items = value.item_wrappers.values() if type(uvalue) is dict else value.item_wrappers
+                    for item in items:
+                        guarding_wrap_callback(item)  # as if read: tensors and numbers become proxies
+                    ctx.proxify(value)
+                    read.watch_copy(uvalue, value.value)
         return result
 
     return {**original, INTERPRETER_CALLBACKS.WRAP_CALLBACK: guarding_wrap_callback}
