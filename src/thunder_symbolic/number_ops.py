@@ -14,6 +14,7 @@ import math
 import operator
 from typing import Any
 
+import torch
 from thunder.core.proxies import NumberProxy, numberproxy
 from thunder.core.trace import get_tracectx
 from thunder.core.utils import resolve_constraints
@@ -36,6 +37,8 @@ OPERATIONS: dict[str, Any] = {
     "mod": operator.mod,
     "max": builtins.max,
     "min": builtins.min,
+    "sym_max": torch.sym_max,  # a float when either operand is one (builtins.max returns the larger operand)
+    "sym_min": torch.sym_min,
 }
 
 

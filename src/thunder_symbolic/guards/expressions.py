@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 ATTRIBUTE = "_thunder_symbolic_expr"
 DATA_DEPENDENT = "_thunder_symbolic_data_dependent"
 
@@ -103,6 +105,8 @@ BINARY_TEMPLATES: dict[Callable, str] = {
     builtins.max: "max({}, {})",
     builtins.min: "min({}, {})",
     builtins.round: "round({}, {})",
+    torch.sym_max: "torch.sym_max({}, {})",
+    torch.sym_min: "torch.sym_min({}, {})",
 }
 UNARY_TEMPLATES: dict[Callable, str] = {
     operator.neg: "(-{})",
@@ -136,7 +140,7 @@ def same_float(a: float, b: float) -> bool:
 
 
 # What guard expressions may call, besides the builtins.
-NAMESPACE = {"math": math, "same_float": same_float}
+NAMESPACE = {"math": math, "torch": torch, "same_float": same_float}
 
 
 def expr_of(x: Any) -> Expr | None:

@@ -188,6 +188,21 @@ def _current_values(expr: Expr) -> dict[str, Any]:
     return env
 
 
+_THUNDER = os.path.join(_THUNDER_DIR, "thunder") + os.sep
+
+
+def user_code_is_calling() -> bool:
+    """Whether the innermost frame the interpreter runs is not thunder's own (its opcode helpers ask ``type()``
+    of proxies to dispatch; user and library code ask about the value the proxy stands for)."""
+    from thunder.core.interpreter import get_interpreterruntimectx
+
+    try:
+        frames = get_interpreterruntimectx().frame_stack
+    except LookupError:
+        return False
+    return bool(frames) and not frames[-1].code.co_filename.startswith(_THUNDER)
+
+
 def source_location() -> str:
     """``file:line in function`` of the innermost user frame the interpreter is running."""
     from thunder.core.interpreter import get_interpreterruntimectx
@@ -226,6 +241,24 @@ def _python_location() -> str:
 
 def current() -> GuardRecorder | None:
     return _current.get()
+
+
+def python_value(x: Any) -> Any:
+    """The Python value of ``x`` for code that needs a real number (text, hashing, a fallback op's fake run):
+    a symbolic number's value is pinned by a guard (a truth value for a bool), a data-dependent one refused.
+
+    The one way this package reads a number's value on the user's behalf, as ``guard_int`` is PyTorch's.
+    """
+    python_type = getattr(x, "python_type", None)
+    if python_type is None or not hasattr(x, "value"):
+        return x
+    recorder = _current.get()
+    if recorder is not None and is_data_dependent(x):
+        refuse_data_dependent(x, "the value")
+    value = x.value
+    if recorder is not None:
+        (recorder.observe_truth if python_type is bool else recorder.observe_value)(x, value)
+    return value
 
 
 @contextlib.contextmanager

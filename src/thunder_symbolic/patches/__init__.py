@@ -8,6 +8,7 @@ from thunder_symbolic.patches import (
     clang_init,  # noqa: F401  thunder/clang/__init__.py
     clang_utils,  # noqa: F401  thunder/clang/utils.py
     core_codeutils,  # noqa: F401  thunder/core/codeutils.py
+    core_dtypes,  # noqa: F401  thunder/core/dtypes.py
     core_interpreter,  # noqa: F401  thunder/core/interpreter.py
     core_jit_ext,  # noqa: F401  thunder/core/jit_ext.py
     core_module,  # noqa: F401  thunder/core/module.py
@@ -22,5 +23,6 @@ from thunder_symbolic.patches import (
     executors_torchex,  # noqa: F401  thunder/executors/torchex.py
     thunder_init,  # noqa: F401  thunder/__init__.py
     torch_experimental,  # noqa: F401  thunder/torch/experimental/
+    torch_init,  # noqa: F401  thunder/torch/__init__.py
     transforms_autodiff,  # noqa: F401  thunder/transforms/autodiff.py
 )

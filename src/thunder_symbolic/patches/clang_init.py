@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from thunder.core import devices, dtypes, prims, utils
 from thunder.core.proxies import IntegerProxy
+from thunder.core.pytree import tree_map
 
 from thunder_symbolic._registry import patch
 from thunder_symbolic.guards.prologue import check_float_value
+from thunder_symbolic.guards.recorder import python_value
 
 
 def _is_int(value) -> bool:
@@ -80,3 +82,19 @@ def _check_number_type_and_value(original):
         return original(n, value)
 
     return check_number_type_and_value
+
+
+@patch(
+    "thunder.clang:tensor_from_sequence",
+    summary="numbers in the sequence (sizes, int arguments) are pinned by guards: `torch.tensor([n, m])` works",
+    why=(
+        "0.2.6's tensor_from_sequence accepts Python numbers only: a tensor built from sizes or int arguments "
+        "failed under symbolic values ('Expected sequences of numbers')."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _tensor_from_sequence(original):
+    def tensor_from_sequence(sequence, *, dtype=None, device=None):
+        return original(tree_map(python_value, sequence), dtype=dtype, device=device)
+
+    return tensor_from_sequence

@@ -47,24 +47,29 @@ class _LookasideMap(dict):
     "thunder.core.jit_ext:_general_jit_lookaside_map",
     summary="guard recorders run natively, not interpreted; min/max of two numbers and torch.sym_max/min stay "
     "symbolic; isinstance(dtensor, DTensor) is True for DTensor proxies; setting an attribute of the jitted "
-    "function or module itself is refused with an error naming the statement",
+    "function or module itself is refused with an error naming the statement; in user code, type() and "
+    "isinstance() of a symbolic number answer with its Python type, str/repr/format give its digits (pinned)",
     why=(
         "Guard recorders run inside NumberProxy methods that traced code reaches; interpreting them would trace "
         "them. 0.2.6's isinstance answers for a DTensor proxy as for a plain tensor, so code that unwraps "
         "DTensors (`w.to_local() if isinstance(w, DTensor) else w`) took the wrong branch and failed. And it "
         "applies `self.step += 1` in the epilogue for submodules only: on the jitted module itself it was "
-        "silently dropped (the epilogue has no handle on it)."
+        "silently dropped (the epilogue has no handle on it). `isinstance(n, int)` was False and "
+        "`str(x.shape[0])` the proxy's description: wrong branches and strings from the first call."
     ),
     upstream=UPSTREAM,
 )
 def _lookaside_map(original):
     lookasides = _LookasideMap(original)
-    for fn, op in ((torch.sym_max, "max"), (torch.sym_min, "min")):
+    for fn, op in ((torch.sym_max, "sym_max"), (torch.sym_min, "sym_min")):
         lookasides[fn] = interpreter_needs_wrap(partial(apply_number_op, op))
     for fn, op in ((builtins.max, "max"), (builtins.min, "min")):
         lookasides[fn] = interpreter_needs_wrap(partial(_min_max_of_two_numbers, fn, op))
+    for fn in (str, repr, ascii, format):
+        lookasides[fn] = interpreter_needs_wrap(partial(_text_of_python_value, fn))
+    lookasides[type] = interpreter_needs_wrap(_python_type)
     if isinstance in original:
-        lookasides[isinstance] = _dtensor_aware_isinstance(original[isinstance])
+        lookasides[isinstance] = _python_isinstance(_dtensor_aware_isinstance(original[isinstance]))
     if object.__setattr__ in original:
         lookasides[object.__setattr__] = _refuse_root_setattr(original[object.__setattr__])
     return lookasides
@@ -120,12 +125,51 @@ def _dtensor_aware_isinstance(lookaside):
 
 
 def _min_max_of_two_numbers(builtin, op, *args, **kwargs):
-    """``min(a, b)``/``max(a, b)`` of numbers stays symbolic (``min(k, 3)``, not a guard on ``k < 3``)."""
+    """``min(a, b)``/``max(a, b)`` of numbers stays symbolic (``min(k, 3)``, not a guard on ``k < 3``).
+
+    Of an int and a float, Python returns one of the operands, whose type then depends on the values
+    (``max(n, 2.5)`` is an int for n = 3, a float for n = 2): the comparison that decides is guarded.
+    """
     numbers = (int, float, NumberProxy)
     if len(args) == 2 and not kwargs and all(isinstance(a, numbers) for a in args):
-        if not isinstance(args[0], bool) and not isinstance(args[1], bool):
-            return apply_number_op(op, *args)
+        a, b = args
+        if _python_type_of(a) is bool or _python_type_of(b) is bool:
+            return builtin(*args, **kwargs)
+        if _python_type_of(a) is not _python_type_of(b):
+            return b if bool(b > a if op == "max" else b < a) else a
+        return apply_number_op(op, *args)
     return builtin(*args, **kwargs)
+
+
+def _python_type_of(x):
+    return x.python_type if isinstance(x, NumberProxy) else type(x)
+
+
+def _text_of_python_value(builtin, *args, **kwargs):
+    """``str``/``repr``/``ascii``/``format`` (f-strings too) of a symbolic number: its digits, the value pinned."""
+    if args:
+        args = (guard_recorder.python_value(args[0]), *args[1:])
+    return builtin(*args, **kwargs)
+
+
+def _python_type(obj):
+    """``type(n)`` in the user's code is the Python type of the number traced (guarded for number inputs)."""
+    if isinstance(obj, NumberProxy) and guard_recorder.user_code_is_calling():
+        return obj.python_type
+    return type(obj)
+
+
+def _python_isinstance(lookaside):
+    def isinstance_lookaside(obj, cls):
+        uobj = unwrap(obj)
+        if isinstance(uobj, NumberProxy) and guard_recorder.user_code_is_calling():
+            result = lookaside(obj, cls)
+            if unwrap(result) is False and issubclass(uobj.python_type, unwrap(cls)):
+                return wrap(True, provenance=result.provenance)
+            return result
+        return lookaside(obj, cls)
+
+    return isinstance_lookaside
 
 
 @patch(

@@ -101,7 +101,6 @@ for _target, _what in (
     ("NumberProxy.__int__", "records a guard pinning the value int() returns"),
     ("NumberProxy.__float__", "records a guard pinning the value float() returns"),
     ("NumberProxy.__complex__", "records a guard pinning the value complex() returns"),
-    ("NumberProxy.__hash__", "records a guard pinning the value that is hashed (dict keys, sets)"),
     ("IntegerProxy.__index__", "records a guard pinning the value used as an index (range, slicing, len)"),
 ):
     patch(
@@ -111,6 +110,54 @@ for _target, _what in (
         upstream="Lightning-AI/lightning-thunder#463",
     )(_observing(truth=_target.endswith("__bool__")))
 del _target, _what
+
+
+@patch(
+    "thunder.core.proxies:NumberProxy.__hash__",
+    summary="records a guard pinning the value that is hashed (dict keys, sets)",
+    why=(
+        "A hash is a function of the value: pinning the value keeps the guard expressible (0.2.6 recorded "
+        "nothing; pinning the hash of a float could not be expressed and pinned every input)."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _hash(original):
+    @opaque
+    def __hash__(self):
+        guard_recorder.python_value(self)
+        return original(self)
+
+    return __hash__
+
+
+@patch(
+    "thunder.core.proxies:NumberProxy.__divmod__",
+    summary="divmod(a, b) of numbers is (a // b, a % b), each symbolic",
+    why="0.2.6 resolves no method for divmod: `divmod(x.shape[0], n)` failed with 'NoneType' object is not callable.",
+    upstream="Lightning-AI/lightning-thunder#2779",
+    replaces=True,
+)
+def _divmod(original):
+    def __divmod__(self, other):
+        """Replaces NumberProxy.__divmod__ (which fails in 0.2.6): Python's divmod is (a // b, a % b)."""
+        return self // other, self % other
+
+    return __divmod__
+
+
+@patch(
+    "thunder.core.proxies:NumberProxy.__rdivmod__",
+    summary="divmod(a, b) with a Python number first is (a // b, a % b), each symbolic",
+    why="0.2.6 resolves no method for divmod.",
+    upstream="Lightning-AI/lightning-thunder#2779",
+    replaces=True,
+)
+def _rdivmod(original):
+    def __rdivmod__(self, other):
+        """Replaces NumberProxy.__rdivmod__ (which fails in 0.2.6): Python's divmod is (a // b, a % b)."""
+        return other // self, other % self
+
+    return __rdivmod__
 
 
 def _renamed_keeps_its_expression(original):
