@@ -35,6 +35,7 @@ OPERATIONS: dict[str, Any] = {
     "trunc": math.trunc,
     "floordiv": operator.floordiv,
     "mod": operator.mod,
+    "pow": operator.pow,
     "max": builtins.max,
     "min": builtins.min,
     "sym_max": torch.sym_max,  # a float when either operand is one (builtins.max returns the larger operand)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from thunder.core import devices, dtypes, prims, utils
-from thunder.core.proxies import IntegerProxy
+from thunder.core.proxies import IntegerProxy, NumberProxy
 from thunder.core.pytree import tree_map
 
 from thunder_symbolic._registry import patch
@@ -98,3 +98,50 @@ def _tensor_from_sequence(original):
         return original(tree_map(python_value, sequence), dtype=dtype, device=device)
 
     return tensor_from_sequence
+
+
+def _clamped(bound, length):
+    """A slice bound below -length means 0, in Python and PyTorch (``x[-9:]`` of 6 rows is every row)."""
+    if not isinstance(bound, (int, NumberProxy)) or isinstance(bound, (bool, int)) and bound >= 0:
+        return bound
+    return 0 if bound < -length else bound
+
+
+@patch(
+    "thunder.clang:_basic_indexing",
+    summary="slice bounds below -length are clamped to 0, as Python and PyTorch do",
+    why="0.2.6 raised 'start=-9 is not a valid index for length 6' where eager returns every row.",
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _basic_indexing(original):
+    def basic_indexing(a, /, key):
+        clamped, nones = [], 0
+        for position, x in enumerate(key):
+            if x is None:
+                nones += 1
+            elif isinstance(x, slice) and position - nones < len(a.shape):
+                length = a.shape[position - nones]
+                x = slice(_clamped(x.start, length), _clamped(x.stop, length), x.step)
+            clamped.append(x)
+        return original(a, clamped)
+
+    return basic_indexing
+
+
+@patch(
+    "thunder.clang:_advanced_indexing",
+    summary="numbers in a list index (`x[[0, n]]`, `x[[x.shape[0] - 1]]`) are pinned by guards",
+    why=(
+        "0.2.6 turns a list index into a constant tensor from the numbers' traced values, unguarded: the "
+        "program traced for n = 1 gathered row 1 for every n (wrong values and gradients)."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _advanced_indexing(original):
+    def advanced_indexing(a, /, key):
+        pinned = [
+            tree_map(python_value, k) if isinstance(k, (list, tuple)) else k for k in key
+        ]  # tensors and slices are kept; only numbers in sequences are read
+        return original(a, pinned)
+
+    return advanced_indexing

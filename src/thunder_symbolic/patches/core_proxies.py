@@ -242,6 +242,10 @@ def _string_ne(original):
 # --- Number operations 0.2.6 lacks or gets wrong: computed with Python's own semantics ---------------
 
 
+def _python_type(x):
+    return x.python_type if isinstance(x, NumberProxy) else type(x)
+
+
 def _number_method(op: str, *, reflected: bool = False, floats_only: bool = False):
     def make(original):
         @opaque
@@ -251,6 +255,8 @@ def _number_method(op: str, *, reflected: bool = False, floats_only: bool = Fals
                 return original(self, *other)
             if any(isinstance(o, TensorProxy) for o in operands):
                 return original(self, *other)
+            if op == "pow" and all(_python_type(o) in (int, bool) for o in operands):
+                bool(operands[1] >= 0)  # int ** int is an int, or a float for a negative exponent: guarded
             return apply_number_op(op, *operands)
 
         method.__name__ = original.__name__
@@ -278,6 +284,8 @@ for _method, _op, _options in (
     ("__rfloordiv__", "floordiv", {"reflected": True, "floats_only": True}),
     ("__mod__", "mod", {"floats_only": True}),
     ("__rmod__", "mod", {"reflected": True, "floats_only": True}),
+    ("__pow__", "pow", {}),
+    ("__rpow__", "pow", {"reflected": True}),
 ):
     patch(
         f"thunder.core.proxies:NumberProxy.{_method}",
@@ -285,7 +293,8 @@ for _method, _op, _options in (
         + (" (for float operands)" if _options.get("floats_only") else ""),
         why=(
             "0.2.6 raises NotImplementedError for shifts, has no method for unary +, returns floats from "
-            "round/ceil/floor/trunc, and cannot decompose // and % of floats (Number x Number where)."
+            "round/ceil/floor/trunc, cannot decompose // and % of floats (Number x Number where), and types "
+            "int ** int by its first value (then casts a float result back to int: 2 ** -1 gave 0)."
         ),
         upstream="Lightning-AI/lightning-thunder#2779",
         replaces=True,

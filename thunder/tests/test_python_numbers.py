@@ -1,0 +1,171 @@
+"""Symbolic numbers behave as the Python numbers they stand for, wherever Python or thunder looks at them.
+
+Each case is held to eager PyTorch over several calls with the compile count: a program that only needs
+the number symbolically compiles once; one that reads its value (text, a hash, a fallback op) pins it.
+"""
+
+import pytest
+import torch
+
+import thunder
+from thunder_symbolic.guards.recorder import DataDependentError
+from thunder_symbolic.testing import check_against_eager
+
+
+def x(rows=6, cols=4):
+    return torch.randn(rows, cols)
+
+
+def rows(*sizes):
+    return [(x(n),) for n in sizes]
+
+
+# --- Introspection: isinstance, type ------------------------------------------------------------------
+
+
+def test_isinstance_and_type_of_symbolic_numbers():
+    def f(t, n, s):
+        out = t
+        if isinstance(n, int) and type(n) is int:
+            out = out * 2
+        if isinstance(t.shape[0], int):
+            out = out + 1
+        if isinstance(s, (int, float)) and not isinstance(s, int):
+            out = out - s
+        return out
+
+    check_against_eager(f, [(x(), 1, 1.5), (x(3), 2, 2.5), (x(5), 3, 0.5)], compiles=1)
+
+
+def test_int_and_float_arguments_are_told_apart():
+    def f(t, n):
+        return t * 2 if isinstance(n, float) else t - 1
+
+    check_against_eager(f, [(x(), 1), (x(), 1.0), (x(), 2), (x(), 2.0)], compiles=2)
+
+
+# --- Text and hashing ---------------------------------------------------------------------------------
+
+
+def test_str_repr_format_and_fstrings_give_the_digits():
+    def f(t, n):
+        return str(t.shape[0]), repr(n), f"rows={t.shape[0]:03d}", format(n, "x"), f"{n!r}"
+
+    check_against_eager(f, [(x(6), 10), (x(3), 11), (x(6), 10)], compiles=2)
+
+
+def test_string_keys_built_from_sizes():
+    table = {"6": 2.0, "3": -1.0}
+
+    def f(t):
+        return t * table[str(t.shape[0])]
+
+    check_against_eager(f, rows(6, 3, 6), compiles=2)
+
+
+def test_hash_pins_the_value():
+    def f(t, s):
+        return t * {2.5: 1.0, 3.5: 2.0}[s]
+
+    check_against_eager(f, [(x(), 2.5), (x(), 3.5), (x(), 2.5)], compiles=2)
+    # A pin of the value (not of its hash) is expressible: sizes stay symbolic.
+    check_against_eager(f, [(x(6), 2.5), (x(3), 2.5)], compiles=1)
+
+
+# --- Number operations whose result type depends on the values ----------------------------------------
+
+
+def test_max_of_an_int_and_a_float():
+    def f(t, n):
+        m = max(n, 2.5)
+        return t * m, type(m) is int
+
+    # Python returns the larger operand: an int for n = 3, 4; a float for n = 1, 2.
+    check_against_eager(f, [(x(), 3), (x(), 1), (x(), 4), (x(), 2)], compiles=2)
+
+
+def test_torch_sym_max_promotes_to_float():
+    def f(t, n):
+        return torch.full((2,), torch.sym_max(n, 2.5)), torch.full((2,), torch.sym_min(n, 2))
+
+    check_against_eager(f, [(x(), 3), (x(), 1), (x(), 4)], compiles=1)
+
+
+def test_int_power_with_a_symbolic_exponent():
+    def f(t, n, k):
+        return t * (n**k)
+
+    ints = torch.arange(4)
+    args = [(ints, 2, -1), (ints, 2, 1), (ints, 3, -2), (ints, 2, 3)]
+    check_against_eager(f, args, compiles=2)  # an int for k >= 0, a float below
+
+
+def test_divmod_of_sizes():
+    def f(t, n):
+        q, r = divmod(t.shape[0], n)
+        return t[:q] * r
+
+    check_against_eager(f, [(x(6), 4), (x(7), 3), (x(9), 2)], compiles=1)
+
+
+# --- Values thunder reads itself ----------------------------------------------------------------------
+
+
+def test_fallback_op_with_a_number_argument():
+    def f(t, n):
+        return torch.diagflat(t[0], offset=n)
+
+    check_against_eager(f, [(x(), 1), (x(), 2), (x(), 1)], compiles=2)
+
+
+def test_list_index_holding_symbolic_ints():
+    def f(t, n):
+        return t[[0, n]] * 2, t[[t.shape[0] - 1]]
+
+    check_against_eager(f, [(x(6), 1), (x(6), 3), (x(4), 3), (x(6), 1)], compiles=3)
+
+
+def test_list_index_gradient():
+    def f(t, n):
+        return (t[[n, 0]] * torch.arange(2.0)[:, None]).sum()
+
+    jf = thunder.jit(f, cache="symbolic values")
+    for n in (1, 3, 1):
+        t = x().requires_grad_()
+        expected = torch.autograd.grad(f(t, n), t)[0]
+        actual = torch.autograd.grad(jf(t, n), t)[0]
+        torch.testing.assert_close(actual, expected)
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_tensor_built_from_sizes_and_ints():
+    def f(t, n):
+        return torch.tensor([t.shape[0], n]) * 2
+
+    check_against_eager(f, [(x(6), 1), (x(3), 2), (x(6), 1)], compiles=2)
+
+
+def test_negative_slice_beyond_the_length_is_clamped():
+    def f(t, n):
+        return t[-n:] * 2
+
+    check_against_eager(f, [(x(6), 3), (x(6), 9), (x(4), 2), (x(3), 7)], compiles=2)
+
+
+def test_dtype_compares_equal_to_torch_dtypes():
+    def f(t):
+        if t.dtype == torch.float64:
+            return t * 2
+        if t.dtype in (torch.float16, torch.bfloat16):
+            return t.float()
+        return t - 1
+
+    check_against_eager(f, [(x().double(),), (x(),), (x().half(),)], compiles=3)
+
+
+def test_data_dependent_number_in_text_is_refused():
+    def f(t):
+        return t * 2, str(t.sum().item())
+
+    with pytest.raises(DataDependentError, match="depends on tensor data"):
+        thunder.jit(f, cache="symbolic values")(x())
