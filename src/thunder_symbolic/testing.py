@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import os
 import subprocess
 import sys
@@ -53,7 +54,9 @@ def assert_same(
             assert_same(actual[k], expected[k], path=f"{path}[{k!r}]", rtol=rtol, atol=atol, equal_nan=equal_nan)
     else:
         # torch.Size is a tuple subclass: compare shapes as tuples of ints. A NaN argument stays NaN.
-        both_nan = isinstance(expected, float) and expected != expected and actual != actual
+        both_nan = (
+            isinstance(expected, float) and isinstance(actual, float) and math.isnan(expected) and math.isnan(actual)
+        )
         if type(actual) is not type(expected) or actual != expected and not both_nan:
             raise AssertionError(
                 f"{path}: expected {expected!r} ({type(expected).__name__}), got {actual!r} ({type(actual).__name__})"

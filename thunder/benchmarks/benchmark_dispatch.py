@@ -140,7 +140,9 @@ def print_table(results: dict) -> None:
     print(f"{'geometric mean':16}" + "".join(f"{means[m]:>14.1f}{'':11}" for m in MODES))
     print("\nratios of the geometric means (lower is faster):")
     for m in MODES[1:]:
-        print(f"  {m:26} {means[m] / means['eager']:6.2f} x eager   {means[m] / means['torch.compile']:6.2f} x torch.compile")
+        print(
+            f"  {m:26} {means[m] / means['eager']:6.2f} x eager   {means[m] / means['torch.compile']:6.2f} x torch.compile"
+        )
 
 
 def main() -> None:

@@ -4,8 +4,10 @@ A program is Python source: a function ``f(x, k, n, mask, sizes, cfg, dtype, act
 tensor, an int and the Python values a real program depends on (None-or-int, None-or-tensor, a tuple of
 varying length, a dict with an optional key, a dtype, a callable, a float among -0.0/NaN/inf, an enum),
 which also reads a global list ``G`` and an attribute ``M.scale`` (None or a float) changed between
-calls. It applies a list of statements to ``y`` (always 2-D) and returns tensors, sizes and ints. Control-flow statements come in
-two spellings: the plain one that thunder traces, and an instrumented one that records each decision
+calls. It applies a list of statements to ``y`` (always 2-D) and returns tensors, sizes and ints; some
+statements make Python look at a symbolic number (list indices, f-string keys, str, a fallback op, a max
+of an int and a float, isinstance/type). Control-flow statements come in two spellings: the plain one
+that thunder traces, and an instrumented one that records each decision (and each value Python read)
 in ``path``, so that running the instrumented program eagerly tells which control-flow path an
 argument set takes. The instrumented spelling also records, after each statement, whether each dim of
 ``y`` is 0, 1 or more: thunder legitimately specializes on intermediate sizes of 0 and 1 (broadcasting,
@@ -74,6 +76,16 @@ STRAIGHT = [
     "y = y * G[0] * len(G)",
     "y = y if M.scale is None else y * M.scale",
 ]
+# (statement, what it reads of a symbolic number's value): Python looks at the number (text, an index, a
+# fallback op's fake run, the type of a mixed max), so the value read is pinned and belongs to the path.
+PINNING = [
+    ("y = y[[0, y.shape[0] - 1]] if y.shape[0] > 0 else y", "y.shape[0]"),
+    ("y = y * {'0': 1.0, '1': 2.0}.get(f'{k % 2}', 3.0)", "k % 2"),
+    ("y = y + len(str(y.shape[1]))", "y.shape[1]"),
+    ("y = torch.narrow_copy(y, 1, 0, 1)", "tuple(y.shape)"),
+    ("y = y * max(k, 2.5)", "2.5 > k"),
+    ("y = y * 2 if isinstance(k, int) and type(y.shape[0]) is int else y - 1", "True"),
+]
 BRANCHES = [
     "y.shape[0] > {c}",
     "y.shape[1] == {c}",
@@ -108,6 +120,9 @@ SIZE_CLASSES = "\n    path.append(tuple(min(d, 2) for d in y.shape))"
 @st.composite
 def statements(draw) -> tuple[str, str]:
     if draw(st.booleans()):
+        if draw(st.integers(0, 4)) == 0:
+            stmt, read = draw(st.sampled_from(PINNING))
+            return f"    {stmt}", f"    path.append({read})\n    {stmt}{SIZE_CLASSES}"
         stmt = draw(st.sampled_from(STRAIGHT))
         return f"    {stmt}", f"    {stmt}{SIZE_CLASSES}"
     if draw(st.booleans()):

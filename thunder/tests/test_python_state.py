@@ -163,7 +163,7 @@ def test_identity_of_a_bool_argument(cache):
 @pytest.mark.parametrize("value", [-0.0, float("nan"), float("inf")])
 def test_floats_pinned_bitwise(cache, value):
     def f(t, s):
-        if s == s:  # False for NaN only
+        if s == s:  # noqa: PLR0124  (False for NaN only)
             return t * math.copysign(1.0, s)
         return t - 1
 
@@ -216,7 +216,7 @@ def test_closure_cell_changed_between_calls(cache):
         return t * 2 if mode is None else t - 1
 
     jf = thunder.jit(f, cache=cache)
-    for mode in (None, "sub", None):  # noqa: B007  (f reads the cell)
+    for mode in (None, "sub", None):  # f reads the cell
         torch.testing.assert_close(jf(t := x()), f(t))
 
 
@@ -307,7 +307,9 @@ def test_appending_to_a_global_list_is_refused_and_undone(cache):
         LOG.append(t.shape[0])
         return t * 2
 
-    with pytest.raises(SideEffectError, match=r"fn.__globals__\['LOG'\] \(a list it did not create\) in place at test_py"):
+    with pytest.raises(
+        SideEffectError, match=r"fn.__globals__\['LOG'\] \(a list it did not create\) in place at test_py"
+    ):
         thunder.jit(f, cache=cache)(x())
     assert LOG == []
 
@@ -319,7 +321,9 @@ def test_memoizing_in_a_global_dict_is_refused_and_undone(cache):
             MEMO[t.shape[0]] = torch.ones(t.shape[0])
         return t + MEMO[t.shape[0]][:, None]
 
-    with pytest.raises(SideEffectError, match=r"fn.__globals__\['MEMO'\] \(a dict it did not create\) in place at test_py"):
+    with pytest.raises(
+        SideEffectError, match=r"fn.__globals__\['MEMO'\] \(a dict it did not create\) in place at test_py"
+    ):
         thunder.jit(f, cache=cache)(x())
     assert MEMO == {}
     MEMO[3] = torch.ones(3)  # filled outside: read-only in the trace, its keys are checked

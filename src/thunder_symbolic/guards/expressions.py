@@ -134,8 +134,8 @@ def literal(value: Any) -> str:
 def same_float(a: float, b: float) -> bool:
     """Equality of floats as Python code can tell them apart: ``-0.0`` is not ``0.0`` (``math.copysign``
     differs), and a NaN is the same as a NaN (a program traced for NaN stays valid for NaN)."""
-    if a != a:
-        return b != b
+    if math.isnan(a):
+        return math.isnan(b)
     return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
 
 

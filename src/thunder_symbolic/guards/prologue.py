@@ -10,7 +10,6 @@ which makes the prologue trace show exactly what is checked::
 from __future__ import annotations
 
 import functools
-import math
 import re
 from typing import Any
 

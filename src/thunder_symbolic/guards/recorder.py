@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import math
 import os
 import sys
 import types

@@ -28,12 +28,12 @@ import dis
 import enum
 import functools
 import types
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from thunder.core.interpreter import PseudoInst, ProvenanceRecord
+from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.jit_ext import EXT_FLAG_IS_MODULE, EXT_FLAG_IS_TENSOR_PROXY
 from thunder.core.prims import OpTags
 from thunder.executors.pythonex import ex as pythonex
@@ -162,8 +162,10 @@ def _snapshot(value: Any) -> tuple:
 
 # Methods of list, dict and set that change the object (bound, or unbound with the object first).
 _MUTATORS = frozenset(
-    "append extend insert pop remove clear update setdefault popitem add discard sort reverse "
-    "__setitem__ __delitem__ __iadd__ __ior__ __imul__".split()
+    {
+        *("append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem"),
+        *("add", "discard", "sort", "reverse", "__setitem__", "__delitem__", "__iadd__", "__ior__", "__imul__"),
+    }
 )
 
 

@@ -139,9 +139,8 @@ def _basic_indexing(original):
 )
 def _advanced_indexing(original):
     def advanced_indexing(a, /, key):
-        pinned = [
-            tree_map(python_value, k) if isinstance(k, (list, tuple)) else k for k in key
-        ]  # tensors and slices are kept; only numbers in sequences are read
+        # Only numbers in sequences are read; tensors and slices are kept.
+        pinned = [tree_map(python_value, k) if isinstance(k, (list, tuple)) else k for k in key]
         return original(a, pinned)
 
     return advanced_indexing

@@ -7,8 +7,16 @@ from functools import partial
 
 import torch
 from thunder.core import compile_data
+from thunder.core.interpreter import (
+    INTERPRETER_CALLBACKS,
+    INTERPRETER_SIGNALS,
+    PseudoInst,
+    do_raise,
+    interpreter_needs_wrap,
+    unwrap,
+    wrap,
+)
 from thunder.core.jit_ext import get_jit_ctx
-from thunder.core.interpreter import INTERPRETER_CALLBACKS, INTERPRETER_SIGNALS, PseudoInst, do_raise, interpreter_needs_wrap, unwrap, wrap
 from thunder.core.proxies import AnyProxy, NumberProxy, StringProxy, variableify
 from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 
@@ -224,7 +232,9 @@ def _general_jit_callbacks(original):
             found = read.guard(uvalue, value.provenance, guard_recorder.source_location())
             if found is not None:
                 ctx = get_jit_ctx()
-                ctx.add_constraint((value_guards.check_python_value, AnyProxy(uvalue, history=value.provenance), *found))
+                ctx.add_constraint(
+                    (value_guards.check_python_value, AnyProxy(uvalue, history=value.provenance), *found)
+                )
                 if type(uvalue) in (tuple, list, dict) and value.original_value is value.nothing:
                     # Builtins (sum, max, sorted, torch.tensor) receive the container itself: give them one of
                     # proxies, as thunder does for a symbol's arguments, or they compute with unchecked values.
@@ -253,7 +263,8 @@ def _general_jit_callbacks(original):
 def _proxify(original):
     def proxify(self, value):
         if compile_data.using_symbolic_values() and (
-            isinstance(value.value, (int, float, complex)) and not _rooted_in_arguments(value.provenance)
+            isinstance(value.value, (int, float, complex))
+            and not _rooted_in_arguments(value.provenance)
             or _looked_at_by_python(value.value)
         ):
             # A number attribute of the module (a layer index, a config value): constant, as

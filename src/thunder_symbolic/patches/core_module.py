@@ -91,4 +91,3 @@ def _forward(original):
         return original(self, *args, **kwargs)
 
     return forward
-
