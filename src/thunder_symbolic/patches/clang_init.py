@@ -144,3 +144,16 @@ def _advanced_indexing(original):
         return original(a, pinned)
 
     return advanced_indexing
+
+
+@patch(
+    "thunder.clang:where",
+    summary="a symbolic bool predicate is guarded before where() short-circuits on it",
+    why="0.2.6 reads a number predicate's value (pyval) and returns one branch, unguarded.",
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _where(original):
+    def where(pred, a, b):
+        return original(python_value(pred) if isinstance(pred, NumberProxy) else pred, a, b)
+
+    return where
