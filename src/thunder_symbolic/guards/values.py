@@ -27,6 +27,8 @@ import contextvars
 import dis
 import enum
 import functools
+import inspect
+import re
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -125,7 +127,7 @@ def guard_for(value: Any) -> tuple[str, Any] | None:
 _expected: dict[int, Any] = {}
 
 
-def _check(obj: Any, kind: str, expected_id: int, where: str) -> None:
+def _check(obj: Any, kind: str, expected_id: int, condition: str, where: str) -> None:
     expected = _expected[expected_id]
     if kind == "is":
         holds = obj is expected
@@ -134,20 +136,34 @@ def _check(obj: Any, kind: str, expected_id: int, where: str) -> None:
     else:  # "keys"
         holds = type(obj) is expected[0] and tuple(obj) == expected[1]
     if not holds:
-        raise GuardFailed(_render(kind, expected, where), where)
+        raise GuardFailed(condition, where)
 
 
-def _render(kind: str, expected: Any, where: str) -> str:
-    path = where.partition(" (")[0]
+def _name_of(value: Any) -> str:
+    """How a user would spell a checked object: ``None``, ``torch.float64``, ``torch.relu``, ``Color.RED``."""
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__name__}.{value.name}"
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
+        module = getattr(value, "__module__", None) or getattr(getattr(value, "__self__", None), "__name__", "")
+        name = value.__qualname__ if isinstance(value, (types.FunctionType, type)) else value.__name__
+        return f"{module}.{name}" if module and module != "builtins" else name
+    return str(value)
+
+
+def render(kind: str, expected: Any, path: str) -> str:
+    """The check as Python a user would write, for the prologue trace and ``recompile_reasons``."""
     if kind == "is":
-        return f"{path} is {getattr(expected, '__qualname__', None) or expected!r}"
+        return f"{path} is {_name_of(expected)}"
     if kind == "len":
         return f"type({path}) is {expected[0].__name__} and len({path}) == {expected[1]}"
     return f"type({path}) is dict and list({path}) == {list(expected[1])!r}"
 
 
 check_python_value = pythonex.register_operator(
-    "check_python_value", meta=lambda obj, kind, expected, where: None, fn=_check, tags=(OpTags.DONT_DCE,)
+    "check_python_value",
+    meta=lambda obj, kind, expected, condition, where: None,
+    fn=_check,
+    tags=(OpTags.DONT_DCE,),
 )
 pythonex.register_implementation(check_python_value, check_python_value, checker=lambda *args: True)
 
@@ -189,13 +205,14 @@ class _Watched:
 class ValueGuards:
     """The Python values one trace read, each checked once (by path), and the containers to watch for changes."""
 
+    fn: Any = None  # the function (or module) being traced, to name its arguments and globals
     seen: set[str] = field(default_factory=set)
     python_modules: set[int] = field(default_factory=set)  # provenance records of Python modules read
     watched: list[_Watched] = field(default_factory=list)
 
-    def guard(self, value: Any, record: ProvenanceRecord, where: str) -> tuple[str, Any, str] | None:
-        """The (kind, id of the expected object, description) to check for ``value`` read through ``record``,
-        once per path."""
+    def guard(self, value: Any, record: ProvenanceRecord, where: str) -> tuple[str, int, str, str] | None:
+        """The (kind, id of the expected object, condition, where) to check for ``value`` read through
+        ``record``, once per path."""
         if isinstance(value, types.ModuleType):
             self.python_modules.add(id(record))  # library attributes (torch.relu) are not arguments: not checked
             return None
@@ -208,11 +225,14 @@ class ValueGuards:
         if path is None or not record.inputs or path in self.seen or path.endswith(_NAMESPACES):
             return None
         self.seen.add(path)
+        shown = user_path(path, self.fn)
         if type(value) in (list, dict, set):
-            self.watched.append(_Watched(path, value, value.copy(), _snapshot(value)))
+            self.watched.append(_Watched(shown, value, value.copy(), _snapshot(value)))
         kind, expected = found
         _expected[id(expected)] = expected
-        return kind, id(expected), path if where.startswith("interpreter.py") else f"{path} (read at {where})"
+        # Arguments are read as the call starts, inside thunder: name them; other values where they are read.
+        at = f"argument {shown.partition('[')[0].partition('.')[0]}" if where.startswith("interpreter.py") else where
+        return kind, id(expected), render(kind, expected, shown), at
 
     def watch_copy(self, container: Any, stand_in: Any) -> None:
         """Traced code sees ``stand_in`` (the same items as proxies) for ``container``: a change to either is one."""
@@ -260,9 +280,39 @@ def current() -> ValueGuards | None:
     return _current.get()
 
 
+def user_path(path: str, fn: Any) -> str:
+    """``path`` in the traced function's terms: its parameter names, global names, closure variable names,
+    and ``self`` for a module (``args[1]`` -> ``mask``, ``fn.__globals__['G']`` -> ``G``)."""
+    head, rest = re.match(
+        r"(args\[\d+\]|kwargs\['[^']*'\]|fn\.__globals__\['[^']*'\]|"
+        r"fn\.__closure__\[\d+\]\.cell_contents|fn)(.*)",
+        path,
+    ).groups()
+    if head.startswith("args["):
+        names = _positional_parameters(fn)
+        index = int(head[5:-1])
+        return (names[index] if index < len(names) else head) + rest
+    if head.startswith(("kwargs[", "fn.__globals__[")):
+        return head.partition("['")[2][:-2] + rest
+    if head.startswith("fn.__closure__"):
+        code = getattr(fn, "__code__", None)
+        index = int(head[len("fn.__closure__[") :].partition("]")[0])
+        return (code.co_freevars[index] if code is not None else head) + rest
+    return ("self" if isinstance(fn, torch.nn.Module) else getattr(fn, "__name__", "fn")) + rest
+
+
+def _positional_parameters(fn: Any) -> list[str]:
+    try:
+        signature = inspect.signature(fn.forward if isinstance(fn, torch.nn.Module) else fn)
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in signature.parameters.values() if p.kind in kinds]
+
+
 @contextlib.contextmanager
-def recording_values():
-    guards = ValueGuards()
+def recording_values(fn: Any = None):
+    guards = ValueGuards(fn=fn)
     token = _current.set(guards)
     try:
         yield guards

@@ -194,7 +194,7 @@ def _python_isinstance(lookaside):
 def _thunder_general_jit(original):
     def thunder_general_jit(fn, args, kwargs, /, **options):
         name = getattr(fn, "__qualname__", type(fn).__name__)
-        with value_guards.recording_values() as read:
+        with value_guards.recording_values(fn) as read:
             try:
                 if compile_data.using_symbolic_values():
                     with guard_recorder.recording():
