@@ -1,10 +1,12 @@
 """Per-call cost of prologue guards under ``cache="symbolic values"``.
 
-Jits a function with N size branches (N guards in its prologue) and times steady-state calls that hit
-the cache, for several N, so the added cost per guard can be read off. With ``--compare-upstream`` it
-also times the same calls with the patch set reverted (upstream 0.2.6, which records no guard at all).
+Jits a function with N guards in its prologue and times steady-state calls that hit the cache, for
+several N, so the added cost per guard can be read off: ``--kind sizes`` (N size branches, predicate
+guards) or ``--kind values`` (N optional arguments passed as None, each an identity check). torch.compile
+runs the same calls in the same process, for comparison. With ``--compare-upstream`` it also times the
+calls with the patch set reverted (upstream 0.2.6, which checks neither).
 
-    python thunder/benchmarks/benchmark_guards.py [--guards 0 1 8 32] [--calls 2000] [--json]
+    python thunder/benchmarks/benchmark_guards.py [--kind sizes|values] [--guards 0 1 8 32] [--calls 2000] [--json]
 """
 
 from __future__ import annotations
@@ -34,31 +36,49 @@ def make_branchy(n_guards: int):
     return fn
 
 
-def time_calls(jfn, x, calls: int) -> float:
+def make_optional(n_guards: int):
+    """A function of ``n_guards`` optional arguments, each read (``is not None``) and passed as None."""
+    names = [f"a{i}" for i in range(n_guards)]
+    body = "".join(f"    if {name} is not None:\n        x = x + {name}\n" for name in names)
+    namespace: dict = {}
+    source = f"def fn(x, {''.join(n + '=None, ' for n in names)}):\n{body}    return x + 1\n"
+    exec(source, namespace)  # noqa: S102  (a function of N parameters, generated)
+    return namespace["fn"]
+
+
+KINDS = {"sizes": make_branchy, "values": make_optional}
+
+
+def time_calls(jfn, x, calls: int, *args) -> float:
     """Median per-call time in microseconds over ``calls`` calls, after warming up."""
     for _ in range(10):
-        jfn(x)
+        jfn(x, *args)
     samples = []
     for _ in range(calls):
         start = time.perf_counter_ns()
-        jfn(x)
+        jfn(x, *args)
         samples.append(time.perf_counter_ns() - start)
     return statistics.median(samples) / 1e3
 
 
-def measure(n_guards: int, calls: int) -> dict:
-    jfn = thunder.jit(make_branchy(n_guards), cache="symbolic values")
+def arguments(kind: str, n_guards: int) -> tuple:
+    return (None,) * n_guards if kind == "values" else ()
+
+
+def measure(kind: str, n_guards: int, calls: int) -> dict:
+    jfn = thunder.jit(KINDS[kind](n_guards), cache="symbolic values")
     x = torch.randn(64, 4)
-    per_call = time_calls(jfn, x, calls)
+    per_call = time_calls(jfn, x, calls, *arguments(kind, n_guards))
     misses = thunder.cache_misses(jfn)
-    # sanity: the guards held, one compile for every size above the largest threshold
-    jfn(torch.randn(65, 4))
+    # sanity: the guards held, one compile (for "sizes": for every size above the largest threshold)
+    jfn(torch.randn(65, 4), *arguments(kind, n_guards))
     assert thunder.cache_misses(jfn) == misses == 1
     return {"guards": n_guards, "us_per_call": per_call}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kind", choices=sorted(KINDS), default="sizes")
     parser.add_argument("--guards", type=int, nargs="+", default=[0, 1, 8, 32])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--compare-upstream", action="store_true")
@@ -67,24 +87,28 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
 
-    rows = [{"variant": "patched", **measure(n, args.calls)} for n in args.guards]
+    rows = [{"variant": "patched", **measure(args.kind, n, args.calls)} for n in args.guards]
+    for n in args.guards:
+        compiled = torch.compile(KINDS[args.kind](n), dynamic=True)
+        per_call = time_calls(compiled, torch.randn(64, 4), args.calls, *arguments(args.kind, n))
+        rows.append({"variant": "torch.compile", "guards": n, "us_per_call": per_call})
     if args.compare_upstream:
         thunder_symbolic.revert()
         for n in args.guards:
-            jfn = thunder.jit(make_branchy(n), cache="symbolic values")
-            rows.append(
-                {"variant": "upstream", "guards": n, "us_per_call": time_calls(jfn, torch.randn(64, 4), args.calls)}
-            )
+            jfn = thunder.jit(KINDS[args.kind](n), cache="symbolic values")
+            per_call = time_calls(jfn, torch.randn(64, 4), args.calls, *arguments(args.kind, n))
+            rows.append({"variant": "upstream", "guards": n, "us_per_call": per_call})
         thunder_symbolic.apply()
 
     if args.json:
         print(json.dumps(rows, indent=2))
         return
     base = {r["variant"]: r["us_per_call"] for r in rows if r["guards"] == args.guards[0]}
-    print(f"{'variant':10} {'guards':>6} {'us/call':>9} {'added vs first':>15}")
+    print(f"{args.kind} guards; median µs per call")
+    print(f"{'variant':14} {'guards':>6} {'us/call':>9} {'added vs first':>15}")
     for r in rows:
         print(
-            f"{r['variant']:10} {r['guards']:6d} {r['us_per_call']:9.2f} {r['us_per_call'] - base[r['variant']]:15.2f}"
+            f"{r['variant']:14} {r['guards']:6d} {r['us_per_call']:9.2f} {r['us_per_call'] - base[r['variant']]:15.2f}"
         )
 
 

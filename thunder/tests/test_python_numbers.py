@@ -163,6 +163,30 @@ def test_dtype_compares_equal_to_torch_dtypes():
     check_against_eager(f, [(x().double(),), (x(),), (x().half(),)], compiles=3)
 
 
+def test_shape_numel():
+    def f(t):
+        return t * t.shape.numel()
+
+    check_against_eager(f, rows(6, 3, 5), compiles=1)
+
+
+def test_branch_on_the_contiguity_of_an_input():
+    def f(t):
+        return t * 2 if t.is_contiguous() else t - 1
+
+    base = x()
+    check_against_eager(f, [(base,), (base.t(),), (x(3),), (x(5).t(),)], compiles=2)
+
+
+def test_contiguity_of_a_computed_tensor_is_refused():
+    def f(t):
+        y = t.t()
+        return y * 2 if y.is_contiguous() else y
+
+    with pytest.raises(NotImplementedError, match="does not track the strides of tensors the program computes"):
+        thunder.jit(f, cache="symbolic values")(x())
+
+
 def test_data_dependent_number_in_text_is_refused():
     def f(t):
         return t * 2, str(t.sum().item())

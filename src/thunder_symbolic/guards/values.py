@@ -131,6 +131,8 @@ def _check(obj: Any, kind: str, expected_id: int, condition: str, where: str) ->
     expected = _expected[expected_id]
     if kind == "is":
         holds = obj is expected
+    elif kind == "contiguous":
+        holds = obj.is_contiguous(memory_format=expected[0]) is expected[1]
     elif kind == "len":
         holds = type(obj) is expected[0] and len(obj) == expected[1]
     else:  # "keys"
@@ -154,6 +156,8 @@ def render(kind: str, expected: Any, path: str) -> str:
     """The check as Python a user would write, for the prologue trace and ``recompile_reasons``."""
     if kind == "is":
         return f"{path} is {_name_of(expected)}"
+    if kind == "contiguous":
+        return f"{path}.is_contiguous(memory_format={expected[0]}) is {expected[1]}"
     if kind == "len":
         return f"type({path}) is {expected[0].__name__} and len({path}) == {expected[1]}"
     return f"type({path}) is dict and list({path}) == {list(expected[1])!r}"
@@ -239,6 +243,14 @@ class ValueGuards:
         for watched in self.watched:
             if watched.container is container:
                 watched.stand_in, watched.stand_in_snapshot = stand_in, _snapshot(stand_in)
+
+    def contiguity(self, record: ProvenanceRecord, memory_format: Any, answer: bool, where: str) -> tuple:
+        """The check that an input tensor's ``is_contiguous(memory_format)`` still gives ``answer``."""
+        expected = (memory_format, answer)
+        _expected[id(expected)] = expected
+        path = describe(record)
+        shown = "tensor" if path is None else user_path(path, self.fn)
+        return "contiguous", id(expected), render("contiguous", expected, shown), where
 
     def note_call(self, fn: Any, args: tuple, where: Callable[[], str]) -> None:
         """Remember where traced code calls a mutating method of a watched container (to name the statement)."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import builtins
+import functools
+import operator
 from functools import partial
 
 import torch
@@ -15,9 +17,10 @@ from thunder.core.interpreter import (
     interpreter_needs_wrap,
     unwrap,
     wrap,
+    wrap_const,
 )
 from thunder.core.jit_ext import get_jit_ctx
-from thunder.core.proxies import AnyProxy, NumberProxy, StringProxy, variableify
+from thunder.core.proxies import AnyProxy, IntegerProxy, NumberProxy, StringProxy, TensorProxy, variableify
 from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 
 from thunder_symbolic._cache_option import constant_values
@@ -76,6 +79,7 @@ def _lookaside_map(original):
     for fn in (str, repr, ascii, format):
         lookasides[fn] = interpreter_needs_wrap(partial(_text_of_python_value, fn))
     lookasides[type] = interpreter_needs_wrap(_python_type)
+    lookasides[getattr] = _tensor_introspection(original[getattr])
     if isinstance in original:
         lookasides[isinstance] = _python_isinstance(_dtensor_aware_isinstance(original[isinstance]))
     if object.__setattr__ in original:
@@ -98,6 +102,27 @@ def _general_jit_lookaside(original):
         return original(fn, *args, **kwargs)
 
     return general_jit_lookaside
+
+
+def _input_contiguity(tensor):
+    """``x.is_contiguous`` of an input tensor: its answer, checked by the prologue. thunder does not model
+    strides, so 0.2.6 answered from a contiguous fake tensor (and then refused to branch on it)."""
+    real = tensor.original_value
+
+    @opaque
+    def is_contiguous(memory_format=torch.contiguous_format):
+        where = guard_recorder.source_location()
+        if not isinstance(real, torch.Tensor):
+            raise NotImplementedError(
+                f"is_contiguous() of {tensor.value.name} at {where}: thunder does not track the strides of "
+                "tensors the program computes; ask it of an input tensor, or call .contiguous()"
+            )
+        answer = real.is_contiguous(memory_format=memory_format)
+        found = value_guards.current().contiguity(tensor.provenance, memory_format, answer, where)
+        get_jit_ctx().add_constraint((value_guards.check_python_value, tensor.value, *found))
+        return answer
+
+    return is_contiguous
 
 
 def _refuse_root_setattr(lookaside):
@@ -158,6 +183,27 @@ def _text_of_python_value(builtin, *args, **kwargs):
     if args:
         args = (guard_recorder.python_value(args[0]), *args[1:])
     return builtin(*args, **kwargs)
+
+
+def _tensor_introspection(lookaside):
+    """``x.shape.numel()`` (traced code sees a tensor's shape as a tuple, which has no ``numel``) and
+    ``x.is_contiguous()`` of input tensors."""
+
+    def getattr_lookaside(obj, name, *default):
+        shape, provenance = unwrap(obj), obj.provenance
+        if unwrap(name) == "is_contiguous" and isinstance(shape, TensorProxy) and value_guards.current():
+            return wrap_const(_input_contiguity(obj))
+        if (
+            unwrap(name) == "numel"
+            and type(shape) is tuple
+            and provenance.inst is PseudoInst.LOAD_ATTR
+            and provenance.inputs[1].value == "shape"
+            and all(isinstance(d, (int, IntegerProxy)) for d in shape)
+        ):
+            return wrap_const(partial(functools.reduce, operator.mul, shape, 1))
+        return lookaside(obj, name, *default)
+
+    return getattr_lookaside
 
 
 def _python_type(obj):
