@@ -163,6 +163,13 @@ def test_dtype_compares_equal_to_torch_dtypes():
     check_against_eager(f, [(x().double(),), (x(),), (x().half(),)], compiles=3)
 
 
+def test_device_index_is_pinned():
+    def f(t, i):
+        return t.to(torch.device("cpu", i)) * 2, i
+
+    check_against_eager(f, [(x(), 0), (x(3), 0), (x(), 1)], compiles=2)
+
+
 def test_shape_numel():
     def f(t):
         return t * t.shape.numel()

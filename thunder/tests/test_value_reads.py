@@ -57,7 +57,8 @@ KNOWN = {
     "core/proxies.py:NumberProxy.__complex__": CONVERSION,
     "core/proxies.py:NumberProxy.__hash__": CONVERSION,
     "core/proxies.py:IntegerProxy.__index__": CONVERSION,
-    "core/proxies.py:NumberProxy.make_static_constrained": PINNED + " (core_proxies.make_static_constrained)",
+    "core/proxies.py:NumberProxy.make_static_constrained": "checks the value exists; the numbers thunder makes "
+    "static are pinned where it does so (a truth value: a predicate guard; a device index: see torch_device)",
     "core/proxies.py:NumberProxy.__init__": BOOKKEEPING,
     "core/proxies.py:NumberProxy.known_value": BOOKKEEPING,
     "core/proxies.py:NumberProxy.replace": BOOKKEEPING,
@@ -86,7 +87,7 @@ KNOWN = {
     "core/transforms.py:_update_forward_with_new_saved_for_backward": "TransformerEngine executor only (CUDA)",
     # torch
     "torch/__init__.py:_get_fake_arg": PINNED + " (torch_init._get_fake_arg: fallback ops)",
-    "torch/__init__.py:torch_device": PINNED + " (its index is made static: core_proxies.make_static_constrained)",
+    "torch/__init__.py:torch_device": PINNED + " (core_jit_ext.general_jit_lookaside: torch.device's index)",
     "torch/__init__.py:flip": VALIDATION,
 }
 

@@ -90,8 +90,11 @@ def _lookaside_map(original):
 @patch(
     "thunder.core.jit_ext:general_jit_lookaside",
     summary="notes where traced code calls a mutating method (append, update, __setitem__...) of a container "
-    "read from the inputs or globals",
-    why="A trace that changes such a container is refused; the error names the statement that changed it.",
+    "read from the inputs or globals; a torch.device index is pinned",
+    why=(
+        "A trace that changes such a container is refused; the error names the statement that changed it. "
+        "`torch.device('cuda', rank)` bakes the index into the trace, unguarded under symbolic values."
+    ),
     upstream=UPSTREAM,
 )
 def _general_jit_lookaside(original):
@@ -99,6 +102,9 @@ def _general_jit_lookaside(original):
         read = value_guards.current()
         if read is not None and read.watched:
             read.note_call(fn, args, guard_recorder.source_location)
+        if fn is torch.device:  # thunder bakes the index in (and pins it itself only under constant values)
+            for arg in (*args, *kwargs.values()):
+                guard_recorder.python_value(unwrap(arg))
         return original(fn, *args, **kwargs)
 
     return general_jit_lookaside

@@ -131,23 +131,6 @@ def _hash(original):
 
 
 @patch(
-    "thunder.core.proxies:NumberProxy.make_static_constrained",
-    summary="a number thunder makes static (a device index, a bool conversion) is pinned by a guard",
-    why=(
-        "thunder marks the numbers whose values it bakes in (`torch.device('cuda', rank)`) and pins them in "
-        "its own constraint pass, which symbolic values replaces with the recorded guards: they went unchecked."
-    ),
-    upstream="Lightning-AI/lightning-thunder#463",
-)
-def _make_static_constrained(original):
-    def make_static_constrained(self):
-        original(self)
-        guard_recorder.python_value(self)
-
-    return make_static_constrained
-
-
-@patch(
     "thunder.core.proxies:NumberProxy.__divmod__",
     summary="divmod(a, b) of numbers is (a // b, a % b), each symbolic",
     why="0.2.6 resolves no method for divmod: `divmod(x.shape[0], n)` failed with 'NoneType' object is not callable.",
