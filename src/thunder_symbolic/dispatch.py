@@ -30,7 +30,7 @@ _EXACT_BACKWARD = "_thunder_symbolic_exact_backward"  # on a CompileData whose b
 set_grad_enabled = torch._C._set_grad_enabled
 
 
-_LEAVES = (torch.Tensor, int, float, bool)  # flattened as themselves, in order (None is not: it has no leaf)
+_LEAVES = (torch.Tensor, int, float, bool, str, type(None))  # flattened as themselves (thunder's none_is_leaf)
 
 
 def alias_groups(args, kwargs) -> str:

@@ -42,7 +42,7 @@ from thunder.executors.pythonex import ex as pythonex
 
 from thunder_symbolic.guards.prologue import GuardFailed
 
-__all__ = ["SideEffectError", "ValueGuards", "check_python_value", "describe", "guard_for", "recording_values"]
+__all__ = ["SideEffectError", "ValueGuards", "check_python_values", "describe", "guard_for", "recording_values"]
 
 
 class SideEffectError(NotImplementedError):
@@ -127,18 +127,42 @@ def guard_for(value: Any) -> tuple[str, Any] | None:
 _expected: dict[int, Any] = {}
 
 
-def _check(obj: Any, kind: str, expected_id: int, condition: str, where: str) -> None:
-    expected = _expected[expected_id]
-    if kind == "is":
-        holds = obj is expected
-    elif kind == "contiguous":
-        holds = obj.is_contiguous(memory_format=expected[0]) is expected[1]
-    elif kind == "len":
-        holds = type(obj) is expected[0] and len(obj) == expected[1]
-    else:  # "keys"
-        holds = type(obj) is expected[0] and tuple(obj) == expected[1]
-    if not holds:
-        raise GuardFailed(condition, where)
+# How each kind of check reads, for value ``o`` and expected object ``e`` (see guard_for).
+_FAILS = {
+    "is": "{o} is not {e}",
+    "len": "type({o}) is not {e}[0] or len({o}) != {e}[1]",
+    "keys": "type({o}) is not dict or tuple({o}) != {e}[1]",
+    "contiguous": "{o}.is_contiguous(memory_format={e}[0]) is not {e}[1]",
+}
+
+
+@functools.cache
+def compile_checks(spec: tuple[tuple[str, int, str, str], ...]):
+    """One function of the checked values that raises :class:`GuardFailed` for the first check that fails
+    (each check is one comparison; calling an operator per value cost a microsecond each)."""
+
+    def fail(index: int):
+        raise GuardFailed(*spec[index][2:])
+
+    namespace: dict[str, Any] = {"fail": fail}
+    lines = [f"def check_values({', '.join(f'o{i}' for i in range(len(spec)))}):"]
+    for i, (kind, expected_id, _, _) in enumerate(spec):
+        namespace[f"e{i}"] = _expected[expected_id]
+        lines.append(f"    if {_FAILS[kind].format(o=f'o{i}', e=f'e{i}')}:\n        fail({i})")
+    lines.append("    return None")
+    exec(compile("\n".join(lines), "<thunder_symbolic value checks>", "exec"), namespace)  # noqa: S102
+    return namespace["check_values"]
+
+
+# The prologue passes the same ``spec`` tuple object on every call: looked up by identity, not hashed.
+_by_identity: dict[int, tuple[tuple, Any]] = {}
+
+
+def _check(spec: tuple, *values: Any) -> None:
+    found = _by_identity.get(id(spec))
+    if found is None or found[0] is not spec:
+        found = _by_identity[id(spec)] = (spec, compile_checks(spec))
+    found[1](*values)
 
 
 def _name_of(value: Any) -> str:
@@ -163,13 +187,12 @@ def render(kind: str, expected: Any, path: str) -> str:
     return f"type({path}) is dict and list({path}) == {list(expected[1])!r}"
 
 
-check_python_value = pythonex.register_operator(
-    "check_python_value",
-    meta=lambda obj, kind, expected, condition, where: None,
-    fn=_check,
-    tags=(OpTags.DONT_DCE,),
+# check_python_values(((kind, expected id, condition, where), ...), *values): the prologue trace shows each
+# condition as the user would write it (``mask is None``, ``type(sizes) is tuple and len(sizes) == 2``).
+check_python_values = pythonex.register_operator(
+    "check_python_values", meta=lambda spec, *values: None, fn=_check, tags=(OpTags.DONT_DCE,)
 )
-pythonex.register_implementation(check_python_value, check_python_value, checker=lambda *args: True)
+pythonex.register_implementation(check_python_values, check_python_values, checker=lambda *args: True)
 
 
 def _snapshot(value: Any) -> tuple:
@@ -210,13 +233,20 @@ class ValueGuards:
     """The Python values one trace read, each checked once (by path), and the containers to watch for changes."""
 
     fn: Any = None  # the function (or module) being traced, to name its arguments and globals
+    checks: list[tuple[Any, tuple[str, int, str, str]]] = field(default_factory=list)  # (proxy, check)
     seen: set[str] = field(default_factory=set)
     python_modules: set[int] = field(default_factory=set)  # provenance records of Python modules read
     watched: list[_Watched] = field(default_factory=list)
 
+    def constraint(self) -> tuple | None:
+        """The prologue constraint checking every value recorded, in one call (None when there are none)."""
+        if not self.checks:
+            return None
+        return (check_python_values, tuple(check for _, check in self.checks), *(p for p, _ in self.checks))
+
     def guard(self, value: Any, record: ProvenanceRecord, where: str) -> tuple[str, int, str, str] | None:
         """The (kind, id of the expected object, condition, where) to check for ``value`` read through
-        ``record``, once per path."""
+        ``record``, once per path (the caller records it with :meth:`check`)."""
         if isinstance(value, types.ModuleType):
             self.python_modules.add(id(record))  # library attributes (torch.relu) are not arguments: not checked
             return None
@@ -243,6 +273,10 @@ class ValueGuards:
         for watched in self.watched:
             if watched.container is container:
                 watched.stand_in, watched.stand_in_snapshot = stand_in, _snapshot(stand_in)
+
+    def check(self, proxy: Any, check: tuple[str, int, str, str]) -> None:
+        """Check ``proxy`` (standing for the value, unpacked by the prologue) as ``check`` says."""
+        self.checks.append((proxy, check))
 
     def contiguity(self, record: ProvenanceRecord, memory_format: Any, answer: bool, where: str) -> tuple:
         """The check that an input tensor's ``is_contiguous(memory_format)`` still gives ``answer``."""

@@ -124,8 +124,8 @@ def _input_contiguity(tensor):
                 "tensors the program computes; ask it of an input tensor, or call .contiguous()"
             )
         answer = real.is_contiguous(memory_format=memory_format)
-        found = value_guards.current().contiguity(tensor.provenance, memory_format, answer, where)
-        get_jit_ctx().add_constraint((value_guards.check_python_value, tensor.value, *found))
+        read = value_guards.current()
+        read.check(tensor.value, read.contiguity(tensor.provenance, memory_format, answer, where))
         return answer
 
     return is_contiguous
@@ -283,10 +283,7 @@ def _general_jit_callbacks(original):
             uvalue = value.value
             found = read.guard(uvalue, value.provenance, guard_recorder.source_location())
             if found is not None:
-                ctx = get_jit_ctx()
-                ctx.add_constraint(
-                    (value_guards.check_python_value, AnyProxy(uvalue, history=value.provenance), *found)
-                )
+                read.check(AnyProxy(uvalue, history=value.provenance), found)
                 if type(uvalue) in (tuple, list, dict) and value.original_value is value.nothing:
                     # Builtins (sum, max, sorted, torch.tensor) receive the container itself: give them one of
                     # proxies, as thunder does for a symbol's arguments, or they compute with unchecked values.
@@ -294,7 +291,7 @@ def _general_jit_callbacks(original):
                     items = value.item_wrappers.values() if type(uvalue) is dict else value.item_wrappers
                     for item in items:
                         guarding_wrap_callback(item)  # as if read: tensors and numbers become proxies
-                    ctx.proxify(value)
+                    get_jit_ctx().proxify(value)
                     read.watch_copy(uvalue, value.value)
         return result
 
@@ -373,8 +370,12 @@ def _propagate_constraints(original):
         """Replaces ``jit_ext.propagate_constraints`` under symbolic values (the original runs otherwise).
 
         Wrapping cannot work: the original turns every branch into exact-value pins of number inputs,
-        which is what must not happen for predicate guards.
+        which is what must not happen for predicate guards. The checks of Python values (both cache
+        options: 0.2.6 checks none) join the prologue here too, in one call.
         """
+        read = value_guards.current()
+        if read is not None and (values := read.constraint()) is not None:
+            ctx.add_constraint(values)
         recorder = guard_recorder.current()
         if recorder is None:
             return original(ctx, inputs, intermediates, computation_trace)
