@@ -82,7 +82,7 @@ PINNING = [
     ("y = y[[0, y.shape[0] - 1]] if y.shape[0] > 0 else y", "y.shape[0]"),
     ("y = y * {'0': 1.0, '1': 2.0}.get(f'{k % 2}', 3.0)", "k % 2"),
     ("y = y + len(str(y.shape[1]))", "y.shape[1]"),
-    ("y = torch.narrow_copy(y, 1, 0, 1)", "tuple(y.shape)"),
+    ("y = torch.narrow_copy(y, 1, 0, 1) if y.shape[1] > 0 else y", "tuple(y.shape)"),
     ("y = y * max(k, 2.5)", "2.5 > k"),
     ("y = y * 2 if isinstance(k, int) and type(y.shape[0]) is int else y - 1", "True"),
 ]
