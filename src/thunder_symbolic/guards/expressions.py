@@ -143,6 +143,11 @@ def same_float(a: float, b: float) -> bool:
 NAMESPACE = {"math": math, "torch": torch, "same_float": same_float}
 
 
+def python_type(x: Any) -> type:
+    """The Python type of a number or of the number a proxy stands for."""
+    return getattr(x, "python_type", None) or type(x)
+
+
 def expr_of(x: Any) -> Expr | None:
     """The expression of a number: a constant for a Python number, the attached one for a proxy."""
     if isinstance(x, (bool, int, float, complex)):

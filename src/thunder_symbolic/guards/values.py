@@ -113,12 +113,10 @@ def guard_for(value: Any) -> tuple[str, Any] | None:
         return None
     if isinstance(value, _IDENTITY_TYPES) or isinstance(value, types.BuiltinFunctionType) and _stable_builtin(value):
         return "is", value
-    if type(value) in (tuple, list):
+    if type(value) in (tuple, list, set, frozenset):
         return "len", (type(value), len(value))
     if type(value) is dict:
         return "keys", (dict, tuple(value))
-    if type(value) in (set, frozenset):
-        return "len", (type(value), len(value))
     return None
 
 

@@ -172,16 +172,12 @@ def _min_max_of_two_numbers(builtin, op, *args, **kwargs):
     numbers = (int, float, NumberProxy)
     if len(args) == 2 and not kwargs and all(isinstance(a, numbers) for a in args):
         a, b = args
-        if _python_type_of(a) is bool or _python_type_of(b) is bool:
+        if expressions.python_type(a) is bool or expressions.python_type(b) is bool:
             return builtin(*args, **kwargs)
-        if _python_type_of(a) is not _python_type_of(b):
+        if expressions.python_type(a) is not expressions.python_type(b):
             return b if bool(b > a if op == "max" else b < a) else a
         return apply_number_op(op, *args)
     return builtin(*args, **kwargs)
-
-
-def _python_type_of(x):
-    return x.python_type if isinstance(x, NumberProxy) else type(x)
 
 
 def _text_of_python_value(builtin, *args, **kwargs):

@@ -242,10 +242,6 @@ def _string_ne(original):
 # --- Number operations 0.2.6 lacks or gets wrong: computed with Python's own semantics ---------------
 
 
-def _python_type(x):
-    return x.python_type if isinstance(x, NumberProxy) else type(x)
-
-
 def _number_method(op: str, *, reflected: bool = False, floats_only: bool = False):
     def make(original):
         @opaque
@@ -255,7 +251,7 @@ def _number_method(op: str, *, reflected: bool = False, floats_only: bool = Fals
                 return original(self, *other)
             if any(isinstance(o, TensorProxy) for o in operands):
                 return original(self, *other)
-            if op == "pow" and all(_python_type(o) in (int, bool) for o in operands):
+            if op == "pow" and all(expressions.python_type(o) in (int, bool) for o in operands):
                 bool(operands[1] >= 0)  # int ** int is an int, or a float for a negative exponent: guarded
             return apply_number_op(op, *operands)
 
