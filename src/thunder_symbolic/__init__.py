@@ -13,14 +13,16 @@ import warnings
 from thunder_symbolic import _registry
 from thunder_symbolic._compat import SUPPORTED_RANGE, unsupported_reason
 from thunder_symbolic._status import Status, status
-from thunder_symbolic.diagnostics import Miss, recompile_reasons
+from thunder_symbolic.diagnostics import Miss, Program, explain, recompile_reasons
 
 __all__ = [
     "SUPPORTED_RANGE",
     "Miss",
+    "Program",
     "Status",
     "ThunderSymbolicWarning",
     "apply",
+    "explain",
     "is_active",
     "recompile_reasons",
     "revert",

@@ -15,7 +15,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Miss", "recompile_reasons"]
+from thunder_symbolic.guards import recorder as guard_recorder
+
+__all__ = ["Miss", "Program", "explain", "recompile_reasons"]
 
 log = logging.getLogger("thunder_symbolic.recompiles")
 if "recompiles" in os.environ.get("THUNDER_SYMBOLIC_LOG", "").split(","):
@@ -37,6 +39,40 @@ class Miss:
         return f"call {self.call}: " + "; ".join(self.reasons)
 
 
+@dataclass(frozen=True)
+class Program:
+    """What the prologue of one cached program checks before reusing it.
+
+    ``guards`` are the (condition, where) pairs of the symbolic guards, simplified, late guards (from
+    building the backward) last; ``observed`` counts the observations tracing recorded before the guards
+    that always hold, repeat, or follow from kept ones were dropped; ``value_checks`` counts the checks
+    of other Python values (None, dtypes, containers).
+    """
+
+    index: int
+    guards: tuple[tuple[str, str], ...]
+    observed: int
+    value_checks: int
+
+    def __str__(self) -> str:
+        head = f"program {self.index}: {len(self.guards)} guards (of {self.observed} observed), "
+        lines = [head + f"{self.value_checks} value checks"]
+        lines += [f"  {condition}  # {where}" for condition, where in self.guards]
+        return "\n".join(lines)
+
+
+def _program(index: int, entry: Any, observed: int) -> Program:
+    guards: tuple = ()
+    value_checks = 0
+    for bsym in entry.prologue_traces[-1].bound_symbols if entry.prologue_traces else ():
+        if bsym.sym.name == "check_symbolic_guards":
+            guards += tuple(bsym.args[1])
+        elif bsym.sym.name == "check_python_values":
+            value_checks += len(bsym.args[0])
+    late = getattr(entry.prologue_fn, "late_guards", ())
+    return Program(index, guards + tuple(late), observed, value_checks)
+
+
 class MissRecordingCache(list):
     """thunder's per-function list of cache entries, watching each entry's prologue for rejections."""
 
@@ -46,6 +82,7 @@ class MissRecordingCache(list):
         self.stats = stats
         self.misses: collections.deque[Miss] = collections.deque(maxlen=KEPT_MISSES)
         self.rejections: list[str] = []
+        self.programs: list[Program] = []
 
     def append(self, entry) -> None:
         if self:  # a recompilation: every existing entry has just rejected the call
@@ -53,6 +90,8 @@ class MissRecordingCache(list):
             self.misses.append(miss)
             log.info("thunder_symbolic: recompiling %s (compile %d) because %s", self.name, len(self) + 1, miss)
         self.rejections.clear()
+        finished = guard_recorder.finished()
+        self.programs.append(_program(len(self), entry, finished.observations if finished is not None else 0))
         super().append(entry._replace(prologue_fn=self._watch(entry.prologue_fn, len(self))))
 
     def _watch(self, prologue, index: int):
@@ -70,10 +109,21 @@ class MissRecordingCache(list):
         return watched_prologue
 
 
-def recompile_reasons(jfn) -> list[Miss]:
-    """The last recompilations of ``jfn`` (a function or module from ``thunder.jit``), oldest first."""
+def _cache_of(jfn, caller: str) -> MissRecordingCache | None:
     stats = getattr(jfn, "_lc_cs", None)
     if stats is None:
-        raise TypeError(f"recompile_reasons expects a function returned by thunder.jit, got {type(jfn).__name__}")
+        raise TypeError(f"{caller} expects a function returned by thunder.jit, got {type(jfn).__name__}")
     cache = stats.interpreter_cache
-    return list(cache.misses) if isinstance(cache, MissRecordingCache) else []
+    return cache if isinstance(cache, MissRecordingCache) else None
+
+
+def recompile_reasons(jfn) -> list[Miss]:
+    """The last recompilations of ``jfn`` (a function or module from ``thunder.jit``), oldest first."""
+    cache = _cache_of(jfn, "recompile_reasons")
+    return list(cache.misses) if cache is not None else []
+
+
+def explain(jfn) -> list[Program]:
+    """What each cached program of ``jfn`` checks before it is reused, oldest first (``print`` them)."""
+    cache = _cache_of(jfn, "explain")
+    return list(cache.programs) if cache is not None else []

@@ -20,7 +20,7 @@ from thunder.core.trace import get_tracectx
 from thunder.core.utils import resolve_constraints
 from thunder.executors.pythonex import ex as pythonex
 
-from thunder_symbolic.guards import expressions
+from thunder_symbolic.guards import algebra
 
 __all__ = ["OPERATIONS", "python_number_op", "apply_number_op"]
 
@@ -64,10 +64,10 @@ def apply_number_op(name: str, *operands):
     """``OPERATIONS[name](*operands)``: recorded in the trace when tracing, else computed directly."""
     if get_tracectx() is None or not any(isinstance(o, NumberProxy) for o in operands):
         return OPERATIONS[name](*(_value(o) for o in operands))
-    if any(expressions.is_data_dependent(o) for o in operands):
+    if any(algebra.is_data_dependent(o) for o in operands):
         raise NotImplementedError(f"{name} of a number that depends on tensor data (.item()) is not supported")
     result = python_number_op(name, *operands)
-    expr = expressions.apply(OPERATIONS[name], operands)
+    expr = algebra.apply(OPERATIONS[name], operands)
     if expr is not None:
-        expressions.attach(result, expr)
+        algebra.attach(result, expr)
     return result

@@ -11,8 +11,6 @@ from thunder.core.prims import PrimIDs
 
 import thunder
 import thunder_symbolic
-from thunder_symbolic.guards.expressions import Apply, Const, InputDim, NumberInput
-from thunder_symbolic.guards.implied import always_holds
 from thunder_symbolic.validate import validate_traces_of
 
 SHAPES = [(6, 4), (9, 4), (7, 6), (6, 4), (11, 8)]  # 4 distinct shapes, odd and even row counts
@@ -122,47 +120,3 @@ def test_training_and_inference_calls_keep_their_own_programs():
     assert thunder.cache_misses(jf) == 2
 
 
-class _Leaf:
-    name = "x"
-
-
-_X = _Leaf()
-_D0, _D1 = InputDim(_X, 0), InputDim(_X, 1)
-
-
-def _apply(template, *operands):
-    return Apply(template, operands)
-
-
-_NUMEL = _apply("({} * {})", _apply("({} * {})", Const(1), _D0), _D1)
-
-IMPLIED = {
-    # Invariants meta functions check while a backward is built: true for every input.
-    "numel == numel // 1": (
-        _apply("({} == {})", _NUMEL, _apply("({} * {})", Const(1), _apply("({} // {})", _NUMEL, Const(1)))),
-        True,
-    ),
-    "dim != -1": (_apply("({} != {})", _D0, Const(-1)), True),
-    "not (dim == -1)": (_apply("(not {})", _apply("({} == {})", _D0, Const(-1))), True),
-    "dim + dim >= 0": (_apply("({} >= {})", _apply("({} + {})", _D0, _D0), Const(0)), True),
-    "dim - dim == 0": (_apply("({} == {})", _apply("({} - {})", _D0, _D0), Const(0)), True),
-    "bool(dim + 1)": (_apply("bool({})", _apply("({} + {})", _D0, Const(1))), True),
-    # Conditions that depend on the input: never assumed.
-    "numel != 0": (_apply("({} != {})", _NUMEL, Const(0)), False),
-    "dim - 1 == 5": (_apply("({} == {})", _apply("({} - {})", _D0, Const(1)), Const(5)), False),
-    "dim > 8": (_apply("({} > {})", _D0, Const(8)), False),
-    "not (dim == 1)": (_apply("(not {})", _apply("({} == {})", _D0, Const(1))), False),
-    "bool(dim)": (_apply("bool({})", _D0), False),
-    "number != -1": (_apply("({} != {})", NumberInput(_X), Const(-1)), False),
-    # float inputs: n - n is nan for inf, n // 1 is not n.
-    "number - number == 0": (
-        _apply("({} == {})", _apply("({} - {})", NumberInput(_X), NumberInput(_X)), Const(0)),
-        False,
-    ),
-}
-
-
-@pytest.mark.parametrize("name", IMPLIED)
-def test_conditions_implied_for_every_input(name):
-    condition, holds = IMPLIED[name]
-    assert always_holds(condition) is holds

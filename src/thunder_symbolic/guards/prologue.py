@@ -16,7 +16,7 @@ from typing import Any
 from thunder.core.prims import OpTags
 from thunder.executors.pythonex import ex as pythonex
 
-from thunder_symbolic.guards.expressions import NAMESPACE, same_float
+from thunder_symbolic.guards.algebra import NAMESPACE, same_float
 from thunder_symbolic.guards.recorder import BackwardSpecializes
 
 __all__ = [
@@ -102,6 +102,7 @@ def with_late_guards(prologue_fn, input_names: tuple[str, ...], names: tuple[str
         check(*[inputs[i] for i in positions])
         return inputs, to_epilogue
 
+    prologue.late_guards = guards  # for diagnostics.explain
     return prologue
 
 

@@ -15,26 +15,25 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import linecache
 import os
 import sys
 import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from thunder_symbolic.guards.expressions import (
-    BINARY_TEMPLATES,
-    COMPARISONS,
+from thunder_symbolic.guards import algebra
+from thunder_symbolic.guards.algebra import (
     NAMESPACE,
-    Apply,
-    Const,
     Expr,
+    Facts,
     InputDim,
     NumberInput,
+    Symbols,
     attach,
     expr_of,
     is_data_dependent,
 )
-from thunder_symbolic.guards.implied import always_holds
 
 _current: contextvars.ContextVar[GuardRecorder | None] = contextvars.ContextVar("thunder_symbolic_guards", default=None)
 _finished: contextvars.ContextVar[GuardRecorder | None] = contextvars.ContextVar(
@@ -68,6 +67,7 @@ def refuse_data_dependent(number: Any, what: str) -> None:
 class Guard:
     condition: Expr  # a bool-valued expression that must hold for the trace to be reused
     where: str  # the source line whose observation created it
+    form: Any = None  # its sympy form, when it is integer algebra (see algebra.Facts)
 
 
 @dataclass
@@ -78,6 +78,13 @@ class GuardRecorder:
     unexpressible: list[str] = field(default_factory=list)  # why every input must be pinned instead
     final_names: dict[int, str] = field(default_factory=dict)  # input proxy id -> its name in the prologue
     late: dict[str, Guard] = field(default_factory=dict)  # observed while the backward was built
+    symbols: Symbols = field(default_factory=Symbols)
+    facts: Facts | None = None  # what the kept guards prove (see algebra.Facts)
+    observations: int = 0  # conditions recorded (type checks included), before dropping the implied ones
+    ignoring: int = 0  # > 0 inside observations_ignored()
+
+    def __post_init__(self):
+        self.facts = self.facts or Facts(self.symbols)
 
     # Inputs ---------------------------------------------------------------------------------------
 
@@ -89,30 +96,26 @@ class GuardRecorder:
 
     def add_number_input(self, number: Any) -> None:
         self.number_inputs.append(number)
+        self.observations += 1  # its type check
         attach(number, NumberInput(number))
 
     # Observations ---------------------------------------------------------------------------------
 
     def observe_truth(self, number: Any, truth: bool) -> None:
+        if self.ignoring:
+            return
         expr = self._expression(number, f"its truth value ({truth})")
         if expr is None:
             return
-        is_comparison = isinstance(expr, Apply) and expr.template in _COMPARISON_TEMPLATES
-        if truth:
-            condition = expr if is_comparison else Apply("bool({})", (expr,))
-        else:
-            condition = Apply("(not {})", (expr,))
-        self._add(condition, number)
+        self._add(algebra.truth(expr) if truth else algebra.negate(expr), number)
 
     def observe_value(self, number: Any, value: Any) -> None:
+        if self.ignoring:
+            return
         expr = self._expression(number, f"its value ({value!r})")
         if expr is None:
             return
-        if isinstance(value, float):
-            condition = Apply("same_float({}, {})", (expr, Const(value)))  # -0.0 is not 0.0; NaN pins NaN
-        else:
-            condition = Apply("({} == {})", (expr, Const(value)))
-        self._add(condition, number)
+        self._add(algebra.equals(expr, value), number)  # of floats bitwise: -0.0 is not 0.0; NaN pins NaN
 
     def _expression(self, number: Any, what: str) -> Expr | None:
         """The expression of an observed number; None (and every input pinned) when it has none."""
@@ -124,16 +127,21 @@ class GuardRecorder:
         return expr
 
     def _add(self, condition: Expr, number: Any) -> None:
-        source = condition.render(_trace_name)
-        if source in self.guards or _is_tautology(condition, source):
+        """Keep ``condition`` simplified, unless the guards kept already prove it (or it always holds)."""
+        self.observations += 1
+        simplified, form = algebra.simplify(condition, self.symbols)
+        if form is not None and self.facts.decide(form) is True:
             return
-        try:
-            holds = eval(source, dict(NAMESPACE), _current_values(condition))
-        except Exception:  # noqa: BLE001  (any failure means the expression does not model the trace)
-            holds = False
-        if holds is not True:
-            return self._unexpressible(number, f"the guard {source} does not reproduce the traced value")
-        self.guards[source] = Guard(condition, source_location())
+        for candidate in (simplified, condition) if simplified is not condition else (condition,):
+            source = candidate.render(_trace_name)
+            if source in self.guards:
+                return
+            if _holds_now(candidate, source):  # the simplified form must reproduce the trace, as the traced one
+                self.guards[source] = Guard(candidate, source_location(), form)
+                if form is not None:
+                    self.facts.learn(form)
+                return
+        self._unexpressible(number, f"the guard {source} does not reproduce the traced value")
 
     def _unexpressible(self, number: Any, what: str) -> None:
         self.unexpressible.append(f"{what} of {getattr(number, 'name', number)} at {source_location()}")
@@ -142,34 +150,27 @@ class GuardRecorder:
 
     def conditions(self) -> list[Guard]:
         """Every guard the prologue must check: number-input types, then the recorded guards or pins."""
-        out = [
-            Guard(Apply(f"(type({{}}) is {type(n.value).__name__})", (NumberInput(n),)), "number input")
-            for n in self.number_inputs
-        ]
+        out = [Guard(algebra.type_is(NumberInput(n), type(n.value)), "number input") for n in self.number_inputs]
         if self.unexpressible:
             where = f"pinned: cannot express {self.unexpressible[0]}"
             for t in self.tensor_inputs:
                 for index, dim in enumerate(t._shape):
                     if not isinstance(dim, int):
-                        out.append(Guard(Apply("({} == {})", (InputDim(t, index), Const(dim.value))), where))
+                        out.append(Guard(algebra.equals(InputDim(t, index), dim.value), where))
             for n in self.number_inputs:
-                out.append(Guard(Apply("({} == {})", (NumberInput(n), Const(n.value))), where))
-        out.extend(self.guards.values())
+                out.append(Guard(algebra.equals(NumberInput(n), n.value), where))
+        kept = list(self.guards.values())
+        dropped = algebra.redundant([g.form for g in kept], self.symbols)  # implied by guards kept later
+        out.extend(g for i, g in enumerate(kept) if i not in dropped)
         return out
 
 
-_COMPARISON_TEMPLATES = frozenset(BINARY_TEMPLATES[op] for op in COMPARISONS)
-
-
-def _is_tautology(condition: Expr, source: str) -> bool:
-    """``a == a``, ``a <= a`` and ``a >= a`` of integers (broadcasting checks compare a dim with itself);
-    of floats they are False for NaN."""
-    if not (isinstance(condition, Apply) and condition.template in ("({} == {})", "({} <= {})", "({} >= {})")):
+def _holds_now(condition: Expr, source: str) -> bool:
+    """Whether ``condition`` is true for the values the trace saw (a guard that is not models nothing)."""
+    try:
+        return eval(source, dict(NAMESPACE), _current_values(condition)) is True
+    except Exception:  # noqa: BLE001  (any failure means the expression does not model the trace)
         return False
-    if any(getattr(leaf, "python_type", int) is not int for leaf in condition.leaves()):
-        return False
-    left, right = (operand.render(_trace_name) for operand in condition.operands)
-    return left == right
 
 
 def _trace_name(proxy: Any) -> str:
@@ -203,31 +204,19 @@ def user_code_is_calling() -> bool:
 
 
 def source_location() -> str:
-    """``file:line in function`` of the innermost user frame the interpreter is running."""
+    """``file:line in function: code`` of the observation being recorded: the innermost user frame the
+    interpreter runs while tracing, else (building a backward, a meta check) the innermost Python frame
+    outside this package."""
     from thunder.core.interpreter import get_interpreterruntimectx
 
     try:
         frames = get_interpreterruntimectx().frame_stack
     except LookupError:
-        return "<unknown>"
-    chosen = None
-    for frame in reversed(frames):
-        chosen = chosen or frame
-        if not frame.code.co_filename.startswith(_INTERNAL):
-            chosen = frame
-            break
-    if chosen is None:
-        return "<unknown>"
-    line = chosen.positions.lineno if chosen.positions else chosen.code.co_firstlineno
-    return f"{os.path.basename(chosen.code.co_filename)}:{line} in {chosen.qualname}"
-
-
-_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_PASSING_THROUGH = ("proxies.py", "baseutils.py", "langctxs.py", "ops.py")  # conversions, checks, wrappers
-
-
-def _python_location() -> str:
-    """``file:line in function`` of the innermost frame outside this package (a grad rule, a meta check)."""
+        frames = []
+    if frames:
+        chosen = next((f for f in reversed(frames) if not f.code.co_filename.startswith(_INTERNAL)), frames[-1])
+        line = (chosen.positions.lineno if chosen.positions else None) or chosen.code.co_firstlineno
+        return _location(chosen.code.co_filename, line, chosen.qualname)
     frame = sys._getframe(1)
     while frame is not None and (
         frame.f_code.co_filename.startswith(_OWN) or os.path.basename(frame.f_code.co_filename) in _PASSING_THROUGH
@@ -235,7 +224,18 @@ def _python_location() -> str:
         frame = frame.f_back
     if frame is None:
         return "<unknown>"
-    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} in {frame.f_code.co_qualname}"
+    return _location(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_qualname)
+
+
+def _location(filename: str, line: int, function: str) -> str:
+    # Double quotes become single ones: thunder prints a trace's tuples of strings by repr-ing them twice,
+    # which turns a double quote into a syntax error in the prologue's source.
+    code = linecache.getline(filename, line).strip().replace('"', "'")
+    return f"{os.path.basename(filename)}:{line} in {function}" + (f": {code}" if code else "")
+
+
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_PASSING_THROUGH = ("proxies.py", "baseutils.py", "langctxs.py", "ops.py")  # conversions, checks, wrappers
 
 
 def current() -> GuardRecorder | None:
@@ -290,16 +290,27 @@ class _BackwardWatch(GuardRecorder):
     strict: bool = False
 
     def _add(self, condition: Expr, number: Any) -> None:
-        source = condition.render(_trace_name)
-        if source in self.forward.guards or _is_tautology(condition, source) or always_holds(condition):
+        forward = self.forward
+        simplified, form = algebra.simplify(condition, forward.symbols)
+        if form is not None and forward.facts.decide(form) is True:
             return
-        if any(id(leaf) not in self.forward.final_names for leaf in condition.leaves()):
+        condition, source = simplified, simplified.render(_trace_name)
+        if source in forward.guards:
+            return
+        if any(id(leaf) not in forward.final_names for leaf in condition.leaves()):
             raise BackwardSpecializes(f"the backward depends on {source}, which the prologue cannot check")
-        self.forward.late.setdefault(source, Guard(condition, f"{_python_location()} (building the backward)"))
+        forward.late.setdefault(source, Guard(condition, f"{source_location()} (building the backward)"))
+        if form is not None:
+            forward.facts.learn(form)
 
     def _unexpressible(self, number: Any, what: str) -> None:
         if self.strict:
             raise BackwardSpecializes(f"the backward depends on {what}, which the prologue cannot check")
+
+
+def finished() -> GuardRecorder | None:
+    """The recorder of the last trace (the prologue's guards), once its recording has ended."""
+    return _finished.get()
 
 
 def backward_started() -> bool:
@@ -360,6 +371,21 @@ def paused():
         yield
     finally:
         _current.reset(token)
+
+
+@contextlib.contextmanager
+def observations_ignored():
+    """Numbers are derived as usual, but what runs now observes nothing the caller has not guarded itself
+    (a meta function whose checks the caller made first, without the comparisons that decide nothing)."""
+    recorder = _current.get()
+    if recorder is None:
+        yield
+        return
+    recorder.ignoring += 1
+    try:
+        yield
+    finally:
+        recorder.ignoring -= 1
 
 
 def unobserved(fn):

@@ -25,7 +25,7 @@ from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 
 from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
-from thunder_symbolic.guards import expressions
+from thunder_symbolic.guards import algebra
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards import values as value_guards
 from thunder_symbolic.guards.prologue import check_dtensor_layout, check_symbolic_guards, dtensor_layout
@@ -172,9 +172,9 @@ def _min_max_of_two_numbers(builtin, op, *args, **kwargs):
     numbers = (int, float, NumberProxy)
     if len(args) == 2 and not kwargs and all(isinstance(a, numbers) for a in args):
         a, b = args
-        if expressions.python_type(a) is bool or expressions.python_type(b) is bool:
+        if algebra.python_type(a) is bool or algebra.python_type(b) is bool:
             return builtin(*args, **kwargs)
-        if expressions.python_type(a) is not expressions.python_type(b):
+        if algebra.python_type(a) is not algebra.python_type(b):
             return b if bool(b > a if op == "max" else b < a) else a
         return apply_number_op(op, *args)
     return builtin(*args, **kwargs)
@@ -325,7 +325,7 @@ def _proxify(original):
             # shadow the local tensor the guards read: the sizes are left to the tensor checks and guards.
             self.add_constraint((check_dtensor_layout, p, dtensor_layout(p.spec._o)))
         recorder = guard_recorder.current()
-        if recorder is None or expressions.is_symbolic(p) or getattr(p, "history", None) is None:
+        if recorder is None or algebra.is_symbolic(p) or getattr(p, "history", None) is None:
             return p
         if isinstance(p, NumberProxy):
             recorder.add_number_input(p)

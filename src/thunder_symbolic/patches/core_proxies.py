@@ -9,7 +9,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
-from thunder_symbolic.guards import expressions
+from thunder_symbolic.guards import algebra
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.number_ops import apply_number_op
 from thunder_symbolic.patches.core_jit_ext import opaque
@@ -83,7 +83,7 @@ def _observing(truth: bool):
         @opaque
         def convert(self):
             recorder = guard_recorder.current()
-            if recorder is not None and expressions.is_data_dependent(self):
+            if recorder is not None and algebra.is_data_dependent(self):
                 guard_recorder.refuse_data_dependent(self, "the truth value" if truth else "the value")
             value = original(self)
             if recorder is not None:
@@ -163,7 +163,7 @@ def _rdivmod(original):
 def _renamed_keeps_its_expression(original):
     def replace(self, **changes):
         copy = original(self, **changes)
-        expressions.carry(self, copy)
+        algebra.carry(self, copy)
         return copy
 
     return replace
@@ -192,13 +192,13 @@ def _derive(original):
         if recorder is not None:
             arity = 2 if original.__name__ == "_elementwise_binary_helper" else 1
             operands, fn = operands_and_op[:arity], operands_and_op[arity + 1]
-            if isinstance(result, NumberProxy) and any(expressions.is_data_dependent(o) for o in operands):
-                expressions.mark_data_dependent(result)
-            elif any(expressions.is_symbolic(o) for o in operands):
-                expr = expressions.apply(fn, operands)
+            if isinstance(result, NumberProxy) and any(algebra.is_data_dependent(o) for o in operands):
+                algebra.mark_data_dependent(result)
+            elif any(algebra.is_symbolic(o) for o in operands):
+                expr = algebra.apply(fn, operands)
                 if isinstance(result, NumberProxy):
                     if expr is not None:
-                        expressions.attach(result, expr)
+                        algebra.attach(result, expr)
                 elif isinstance(result, (bool, int, float, complex)):
                     # Computed in Python outside a language context: the value escapes the trace here.
                     recorder.observe_value(_Transient(expr), result)
@@ -212,7 +212,7 @@ class _Transient:
 
     def __init__(self, expr):
         if expr is not None:
-            expressions.attach(self, expr)
+            algebra.attach(self, expr)
         self.name = "a Python number"
 
 
@@ -251,7 +251,7 @@ def _number_method(op: str, *, reflected: bool = False, floats_only: bool = Fals
                 return original(self, *other)
             if any(isinstance(o, TensorProxy) for o in operands):
                 return original(self, *other)
-            if op == "pow" and all(expressions.python_type(o) in (int, bool) for o in operands):
+            if op == "pow" and all(algebra.python_type(o) in (int, bool) for o in operands):
                 bool(operands[1] >= 0)  # int ** int is an int, or a float for a negative exponent: guarded
             return apply_number_op(op, *operands)
 
