@@ -1,7 +1,8 @@
 """The patch registry: every change this package makes to thunder is a :class:`Patch` listed here.
 
-A patch names its upstream target (``"module:attribute"`` or ``"module:Class.attribute"``), what it
-changes, why, and the upstream issue or pull request it concerns. Applying a patch replaces the target
+A patch names its upstream target (``"module:attribute"``, ``"module:Class.attribute"`` or, for one of
+thunder's symbols, ``"module:symbol.meta"``), what it changes, why, and the upstream issue or pull
+request it concerns. Applying a patch replaces the target
 *and every other module-level binding of the same object*: thunder modules bind names with
 ``from ... import ...``, so setting the attribute on its home module alone would leave stale copies
 behind. Patches whose module is not imported yet are applied by a post-import hook when it is.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass
 from typing import Any
 
 import wrapt
@@ -125,6 +126,15 @@ def _raw_attribute(owner: Any, attribute: str) -> Any:
     return getattr(owner, attribute)
 
 
+def _set(owner: Any, attribute: str, value: Any) -> None:
+    """``setattr``, also on a frozen dataclass instance: thunder's Symbols are frozen, and a patch of
+    ``"thunder.torch:chunk.meta"`` replaces what one symbol computes while every table keeps the symbol."""
+    if is_dataclass(owner) and not isinstance(owner, type):
+        object.__setattr__(owner, attribute, value)
+    else:
+        setattr(owner, attribute, value)
+
+
 def _module_holders(originals: dict[int, AppliedPatch]) -> None:
     """Find every module global that is one of ``originals`` (one pass over ``sys.modules``)."""
     for module in list(sys.modules.values()):
@@ -151,7 +161,7 @@ def _apply_module(module_name: str) -> None:
         else:
             original = _raw_attribute(owner, attribute)
         replacement = p.make(original)
-        setattr(owner, attribute, replacement)
+        _set(owner, attribute, replacement)
         applied = AppliedPatch(p, owner, attribute, original, replacement)
         _applied.append(applied)
         if not isinstance(owner, type) and not p.adds:
@@ -190,7 +200,7 @@ def revert_all() -> None:
         if applied.patch.adds:
             delattr(applied.owner, applied.attribute)
             continue
-        setattr(applied.owner, applied.attribute, applied.original)
+        _set(applied.owner, applied.attribute, applied.original)
         for holder, name in applied.holders:
             if getattr(holder, name, None) is applied.replacement:
                 setattr(holder, name, applied.original)

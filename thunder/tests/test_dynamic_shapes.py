@@ -161,19 +161,28 @@ def test_int_of_a_size_is_pinned():
     check_against_eager(f, rows(4, 6, 4), compiles=2)
 
 
-def test_len_of_a_tensor_is_pinned():
+def test_len_of_a_tensor_is_its_symbolic_first_dim():
     def f(x):
         return x * len(x)
 
-    check_against_eager(f, rows(4, 6, 4), compiles=2)
+    check_against_eager(f, rows(4, 6, 4, 5), compiles=1)
 
 
-def test_split_whose_output_count_depends_on_a_size():
+def test_len_used_as_a_range_is_pinned():
+    def f(x):
+        for _ in range(len(x)):
+            x = x * 2
+        return x
+
+    check_against_eager(f, rows(2, 3, 2), compiles=2)
+
+
+def test_split_pins_its_number_of_pieces_only():
     def f(x):
         return [t * 2 for t in torch.split(x, 2)]
 
-    # 4 rows -> 2 chunks, 6 -> 3 chunks, 5 -> 3 chunks with a short last one.
-    check_against_eager(f, rows(4, 6, 4, 5), compiles=3)
+    # 4 rows -> 2 pieces, 6 -> 3, 5 -> 3 with a short last one (the program of 6 rows), 0 -> one empty piece.
+    check_against_eager(f, rows(4, 6, 4, 5, 0), compiles=3)
 
 
 def test_int_argument_used_as_range_is_pinned():

@@ -12,6 +12,7 @@ from thunder_symbolic.patches import (
     core_interpreter,  # noqa: F401  thunder/core/interpreter.py
     core_jit_ext,  # noqa: F401  thunder/core/jit_ext.py
     core_module,  # noqa: F401  thunder/core/module.py
+    core_prims,  # noqa: F401  thunder/core/prims.py
     core_proxies,  # noqa: F401  thunder/core/proxies.py
     core_symbol,  # noqa: F401  thunder/core/symbol.py
     core_transform_common,  # noqa: F401  thunder/core/transform_common.py

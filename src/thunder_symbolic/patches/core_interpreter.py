@@ -10,16 +10,19 @@ from thunder.core.proxies import IntegerProxy, TensorProxy
 from thunder_symbolic._registry import patch
 
 
-def _tensor_len(t: TensorProxy) -> int:
-    # What Python's len() does: call __len__, then convert its result with __index__ (here the
-    # conversion records a guard pinning the length, see patches.core_proxies).
-    return operator.index(t.__len__())
+def _tensor_len(t: TensorProxy):
+    # A tensor's length is its first dim: symbolic, as torch.compile's len() of a tensor is a SymInt.
+    # Python code that needs an int (range, an index) converts it with __index__, which pins it.
+    return t.__len__()
 
 
 @patch(
     "thunder.core.interpreter:_default_lookaside_map",
-    summary="len() of a tensor converts its symbolic length with __index__, as Python does, instead of failing",
-    why="The interpreter's len lookaside rejected the IntegerProxy a TensorProxy's __len__ returns under symbolic values.",
+    summary="len() of a tensor is its first dim, a symbolic int under symbolic values, instead of failing",
+    why=(
+        "The interpreter's len lookaside rejected the IntegerProxy a TensorProxy's __len__ returns under "
+        "symbolic values; converting it to an int would pin the dim (one compile per length)."
+    ),
     upstream="Lightning-AI/lightning-thunder#463",
 )
 def _lookaside_map(original):
@@ -31,7 +34,6 @@ def _lookaside_map(original):
         return original_len(obj)
 
     return {**original, len: len_lookaside}
-
 
 
 def _index_with_index_value(getitem):

@@ -1,10 +1,22 @@
-"""Patches of ``thunder/torch/__init__.py``: fallback ("auto-registered") torch ops under symbolic values."""
+"""Patches of ``thunder/torch/__init__.py``: torch ops whose thunder rules pin sizes under symbolic values.
+
+Fallback ("auto-registered") ops run on fake tensors with the traced values of the numbers they are given;
+``chunk`` and ``split`` compute their slices with Python's ``range`` over the dim. Both pin sizes that
+need not be: the replacements keep them symbolic and pin only what decides the program's structure.
+"""
 
 from __future__ import annotations
 
-from thunder.core.proxies import NumberProxy
+import functools
+import itertools
+from collections.abc import Sequence
+
+from thunder.core import prims, utils
+from thunder.core.compile_data import using_symbolic_values
+from thunder.core.proxies import NumberProxy, TensorProxy
 
 from thunder_symbolic._registry import patch
+from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards.recorder import python_value
 
 
@@ -24,3 +36,117 @@ def _get_fake_arg(original):
         return original(inp)
 
     return get_fake_arg
+
+
+def _under_symbolic_values(original, symbolic):
+    """``original`` (a symbol's meta), replaced by ``symbolic(original, *args, **kwargs)`` under symbolic
+    values unless that returns NotImplemented. Keeps the signature thunder binds arguments with."""
+
+    @functools.wraps(original)
+    def meta(*args, **kwargs):
+        if using_symbolic_values():
+            result = symbolic(original, *args, **kwargs)
+            if result is not NotImplemented:
+                return result
+        return original(*args, **kwargs)
+
+    return meta
+
+
+def _slice(a: TensorProxy, dim: int, start, stop) -> TensorProxy:
+    starts, stops = [0] * a.ndim, list(a.shape)
+    starts[dim], stops[dim] = start, stop
+    return prims.slice_prim(a, starts, stops, [1] * a.ndim)
+
+
+def _pieces(a: TensorProxy, dim: int, piece, count: int) -> list[TensorProxy]:
+    """``count`` slices of ``piece`` along ``dim``, the last one up to the end of the dim."""
+    bounds = [piece * i for i in range(count)] + [a.shape[dim]]
+    return [_slice(a, dim, start, stop) for start, stop in itertools.pairwise(bounds)]
+
+
+def _symbolic_chunk(original, a, chunks, dim=0):
+    """``torch.chunk`` with symbolic piece sizes: only the number of pieces is pinned."""
+    dim = utils.canonicalize_dim(a.ndim, dim)
+    length = a.shape[dim]
+    if not isinstance(length, NumberProxy) or chunks == 1 or length == 0:
+        return NotImplemented
+    piece = (length + chunks - 1) // chunks
+    return tuple(_pieces(a, dim, piece, int(python_value((length + piece - 1) // piece))))
+
+
+def _symbolic_split(original, a, size_or_sections, dim=0):
+    """``torch.split`` by a piece size, with symbolic piece sizes: only the number of pieces is pinned."""
+    if not isinstance(size_or_sections, (int, NumberProxy)) or isinstance(size_or_sections, bool):
+        return NotImplemented
+    dim = utils.canonicalize_dim(a.ndim, dim)
+    length = a.shape[dim]
+    if not isinstance(length, NumberProxy) or size_or_sections <= 0:
+        return NotImplemented
+    count = int(python_value((length + size_or_sections - 1) // size_or_sections))
+    return _pieces(a, dim, size_or_sections, max(count, 1))  # an empty dim splits into one empty piece
+
+
+for _name, _symbolic in (("chunk", _symbolic_chunk), ("split", _symbolic_split)):
+    patch(
+        f"thunder.torch:{_name}.meta",
+        summary=f"{_name} under symbolic values pins the number of pieces, not the size of the split dim",
+        why=(
+            f"0.2.6's {_name} computes its slice bounds with Python's range over the dim, which pins the dim: "
+            "one compile per size where the number of pieces is the same."
+        ),
+        upstream="Lightning-AI/lightning-thunder#463",
+    )(functools.partial(_under_symbolic_values, symbolic=_symbolic))
+
+
+def _narrow_shape(a, dim, start, length):
+    if isinstance(start, TensorProxy):
+        return NotImplemented
+    shape = list(a.shape)
+    shape[utils.canonicalize_dim(a.ndim, python_value(dim))] = length
+    return shape
+
+
+def _new_tensor_shape(a, *size, **kwargs):
+    return list(size[0]) if len(size) == 1 and isinstance(size[0], Sequence) else list(size)
+
+
+def _new_full_shape(a, size, fill_value, **kwargs):
+    return list(size)
+
+
+def _shape_rule(rule):
+    """A fallback op's symbolic output shape by ``rule``; dtype, device and a check of the sizes by the op's
+    fake run on the traced values, not pinned (torch runs the op itself, so its errors stay eager's)."""
+
+    def symbolic(original, *args, **kwargs):
+        shape = rule(*args, **kwargs)
+        if shape is NotImplemented:
+            return NotImplemented
+        with guard_recorder.paused():
+            expected = original(*args, **kwargs)
+        if not isinstance(expected, TensorProxy) or [getattr(d, "value", d) for d in shape] != list(expected.shape):
+            return NotImplemented
+        return TensorProxy(like=expected, shape=shape)
+
+    return symbolic
+
+
+_FALLBACK_SHAPES = {
+    "narrow": _narrow_shape,
+    "new_zeros": _new_tensor_shape,
+    "new_ones": _new_tensor_shape,
+    "new_empty": _new_tensor_shape,
+    "new_full": _new_full_shape,
+}
+for _name, _rule in _FALLBACK_SHAPES.items():
+    patch(
+        f"thunder.torch:{_name}.meta",
+        summary=f"{_name} (a fallback op) gets a symbolic output shape under symbolic values",
+        why=(
+            "Fallback ops run on fake tensors with the numbers' traced values, which pins every size they are "
+            f"given: `x.{_name}(...)` with sizes from shapes or int arguments compiled once per size."
+        ),
+        upstream="Lightning-AI/lightning-thunder#463",
+    )(functools.partial(_under_symbolic_values, symbolic=_shape_rule(_rule)))
+del _name, _rule, _symbolic

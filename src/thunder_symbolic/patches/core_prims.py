@@ -1,0 +1,42 @@
+"""Patches of ``thunder/core/prims.py``: prim meta functions that observe sizes their result does not depend on."""
+
+from __future__ import annotations
+
+import functools
+
+from thunder.core import utils
+from thunder.core.compile_data import using_symbolic_values
+from thunder.core.proxies import TensorProxy
+
+from thunder_symbolic._registry import patch
+from thunder_symbolic.guards import recorder as guard_recorder
+
+
+@patch(
+    "thunder.core.prims:cat.meta",
+    summary="cat under symbolic values guards that the pieces agree outside the cat dim, not along it",
+    why=(
+        "0.2.6's cat meta compares every dim of every piece with the first's, the cat dim included, before "
+        "skipping it: `cat([x[:n], x[n:]])` recorded `n != x.shape[0] - n` and recompiled when both pieces "
+        "happened to have the same length."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _cat_meta(original):
+    @functools.wraps(original)
+    def cat_meta(tensors, dim):
+        if not using_symbolic_values() or guard_recorder.current() is None:
+            return original(tensors, dim)
+        first = tensors[0] if tensors and isinstance(tensors[0], TensorProxy) else None
+        if first is None or not isinstance(dim, int) or not -first.ndim <= dim < first.ndim:
+            return original(tensors, dim)  # its error
+        along = utils.canonicalize_dim_idx(first.ndim, dim)
+        for other in tensors[1:]:
+            if isinstance(other, TensorProxy) and other.ndim == first.ndim:
+                for d, (size, other_size) in enumerate(zip(first.shape, other.shape)):
+                    if d != along and size != other_size:
+                        break  # the original raises its error
+        with guard_recorder.observations_ignored():
+            return original(tensors, dim)
+
+    return cat_meta
