@@ -21,7 +21,7 @@ from thunder.core.pytree import tree_flatten
 from thunder.core.trace import is_tracing
 from thunder.executors.torchex import no_autocast
 
-from thunder_symbolic.guards.recorder import BackwardSpecializes, backward_started, stop_backward_watch
+from thunder_symbolic.guards import backward_watch
 
 __all__ = ["fast_call_path", "alias_groups", "undecorated", "needs_backward"]
 
@@ -79,7 +79,7 @@ def with_exact_shapes_for_autograd(thunder_call, compile_data, stats):
     """Compile a program that needs a backward with exact shapes once its backward proves to need them.
 
     thunder builds the backward after the prologue; until the cache entry is built, a watch (see
-    :mod:`thunder_symbolic.patches.transforms_autodiff`) raises ``BackwardSpecializes`` on any size or
+    :mod:`thunder_symbolic.guards.backward_watch`) raises ``BackwardSpecializes`` on any size or
     number the prologue cannot check. Such programs (a slice's padding, for one) are then compiled as
     under ``cache="constant values"``, now and on every later miss; the others keep one program across
     shapes, backward included. Cached entries of both kinds coexist.
@@ -100,14 +100,15 @@ def with_exact_shapes_for_autograd(thunder_call, compile_data, stats):
             return exact(*args, **kwargs)
         misses, entries = stats.cache_misses, len(stats.interpreter_cache)
         try:
-            return thunder_call(*args, **kwargs)
+            with backward_watch.compiling():
+                return thunder_call(*args, **kwargs)
         except Exception as e:
-            stop_backward_watch()
             # A backward that specializes, or that thunder cannot build from symbolic sizes (0.2.6's
             # passes fail on some, e.g. cat's: "Detected a cycle while swapping"). Errors of tracing
             # the function itself (before the backward) or of running a compiled program are raised.
             compiled_nothing = stats.cache_misses > misses and len(stats.interpreter_cache) == entries
-            if not (compiled_nothing and (isinstance(e, BackwardSpecializes) or backward_started())):
+            from_backward = isinstance(e, backward_watch.BackwardSpecializes) or backward_watch.started()
+            if not (compiled_nothing and from_backward):
                 raise
             setattr(compile_data, _EXACT_BACKWARD, f"{type(e).__name__}: {e}")
             stats.cache_misses -= 1  # the abandoned attempt compiled nothing; the exact one counts

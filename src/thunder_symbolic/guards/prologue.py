@@ -17,7 +17,6 @@ from thunder.core.prims import OpTags
 from thunder.executors.pythonex import ex as pythonex
 
 from thunder_symbolic.guards.algebra import NAMESPACE, same_float
-from thunder_symbolic.guards.recorder import BackwardSpecializes
 
 __all__ = [
     "GuardFailed",
@@ -25,7 +24,6 @@ __all__ = [
     "check_float_value",
     "check_symbolic_guards",
     "dtensor_layout",
-    "with_late_guards",
 ]
 
 
@@ -83,27 +81,6 @@ check_symbolic_guards = pythonex.register_operator(
     "check_symbolic_guards", meta=_meta, fn=_impl, tags=(OpTags.DONT_DCE,)
 )
 pythonex.register_implementation(check_symbolic_guards, check_symbolic_guards, checker=lambda *args: True)
-
-
-def with_late_guards(prologue_fn, input_names: tuple[str, ...], names: tuple[str, ...], guards):
-    """``prologue_fn`` followed by a check of guards recorded after it was built (while building the backward).
-
-    They read the computation's inputs, which the prologue returns, by name (``input_names`` in order).
-    """
-    missing = [n for n in names if n not in input_names]
-    if missing:
-        raise BackwardSpecializes(f"the backward depends on {missing}, which are not inputs of the computation")
-    positions = [input_names.index(n) for n in names]
-    check = compile_guards(names, guards)
-
-    @functools.wraps(prologue_fn)
-    def prologue(*args, **kwargs):
-        inputs, to_epilogue = prologue_fn(*args, **kwargs)
-        check(*[inputs[i] for i in positions])
-        return inputs, to_epilogue
-
-    prologue.late_guards = guards  # for diagnostics.explain
-    return prologue
 
 
 def dtensor_layout(spec: Any) -> str:

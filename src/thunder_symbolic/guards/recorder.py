@@ -39,9 +39,6 @@ _current: contextvars.ContextVar[GuardRecorder | None] = contextvars.ContextVar(
 _finished: contextvars.ContextVar[GuardRecorder | None] = contextvars.ContextVar(
     "thunder_symbolic_finished_guards", default=None
 )
-_backward_started: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "thunder_symbolic_backward_started", default=False
-)
 
 _THUNDER_DIR = os.path.dirname(os.path.dirname(__import__("thunder").__file__))
 _INTERNAL = (os.path.join(_THUNDER_DIR, "thunder") + os.sep, os.path.join(_THUNDER_DIR, "torch") + os.sep)
@@ -49,10 +46,6 @@ _INTERNAL = (os.path.join(_THUNDER_DIR, "thunder") + os.sep, os.path.join(_THUND
 
 class DataDependentError(NotImplementedError):
     """Python needs the value of a number that depends on tensor data, which no guard can check."""
-
-
-class BackwardSpecializes(Exception):
-    """Building the backward observed a symbolic number the prologue does not check (it would bake it in)."""
 
 
 def refuse_data_dependent(number: Any, what: str) -> None:
@@ -82,6 +75,8 @@ class GuardRecorder:
     facts: Facts | None = None  # what the kept guards prove (see algebra.Facts)
     observations: int = 0  # conditions recorded (type checks included), before dropping the implied ones
     ignoring: int = 0  # > 0 inside observations_ignored()
+    backward_started: bool = False  # the compile got as far as building a backward (guards.backward_watch)
+    stands_in = False  # True for a recorder standing in for another one (guards.backward_watch)
 
     def __post_init__(self):
         self.facts = self.facts or Facts(self.symbols)
@@ -263,10 +258,10 @@ def python_value(x: Any) -> Any:
 @contextlib.contextmanager
 def recording():
     """Record guards for the trace being built (nesting restarts recording for the inner trace)."""
-    stop_backward_watch()  # a failed compile's watch must not judge the next trace
+    if getattr(_current.get(), "stands_in", False):
+        _current.set(None)  # a failed compile's backward watch must not judge the next trace
     recorder = GuardRecorder()
     _finished.set(None)
-    _backward_started.set(False)
     token = _current.set(recorder)
     try:
         yield recorder
@@ -275,92 +270,14 @@ def recording():
         _finished.set(recorder)  # the outermost recording finishes last: the prologue's guards
 
 
-@dataclass
-class _BackwardWatch(GuardRecorder):
-    """Stands in for the recorder while thunder builds a backward, after the prologue is final.
-
-    An observation the prologue already checks, or one that holds for every input, is harmless. Any
-    other one expressible over the inputs becomes a *late* guard of the forward recorder, checked after
-    the prologue (see :func:`take_late_guards`); one that is not raises :class:`BackwardSpecializes`.
-    """
-
-    forward: GuardRecorder | None = None
-    # Outside the grad transform and the forward/backward split, the executors re-run meta functions
-    # on numbers they re-create without expressions; those observations repeat checks already watched.
-    strict: bool = False
-
-    def _add(self, condition: Expr, number: Any) -> None:
-        forward = self.forward
-        simplified, form = algebra.simplify(condition, forward.symbols)
-        if form is not None and forward.facts.decide(form) is True:
-            return
-        condition, source = simplified, simplified.render(_trace_name)
-        if source in forward.guards:
-            return
-        if any(id(leaf) not in forward.final_names for leaf in condition.leaves()):
-            raise BackwardSpecializes(f"the backward depends on {source}, which the prologue cannot check")
-        forward.late.setdefault(source, Guard(condition, f"{source_location()} (building the backward)"))
-        if form is not None:
-            forward.facts.learn(form)
-
-    def _unexpressible(self, number: Any, what: str) -> None:
-        if self.strict:
-            raise BackwardSpecializes(f"the backward depends on {what}, which the prologue cannot check")
-
-
 def finished() -> GuardRecorder | None:
     """The recorder of the last trace (the prologue's guards), once its recording has ended."""
     return _finished.get()
 
 
-def backward_started() -> bool:
-    """Whether the last compile got as far as building a backward (its forward traced and guarded)."""
-    return _backward_started.get()
-
-
-def take_late_guards() -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]] | None:
-    """The late guards of the last trace, once: the input names they read and (condition, where) pairs."""
-    forward = _finished.get()
-    if forward is None or not forward.late:
-        return None
-    guards, forward.late = list(forward.late.values()), {}
-    leaves = {id(leaf): leaf for g in guards for leaf in g.condition.leaves()}
-    names = tuple(forward.final_names[i] for i in leaves)
-    rendered = tuple((g.condition.render(lambda p: forward.final_names[id(p)]), g.where) for g in guards)
-    return names, rendered
-
-
-def start_backward_watch() -> None:
-    """Watch what runs from now until the cache entry is built (:func:`stop_backward_watch`).
-
-    thunder builds the backward, then the executors transform the joint and the backward traces; any of
-    it may read a size (grad rules, meta checks). Observations go to a :class:`_BackwardWatch` of the
-    last trace's recorder: harmless, a late guard, or :class:`BackwardSpecializes`.
-    """
-    _backward_started.set(True)
-    forward = _finished.get()
-    if forward is None or forward.unexpressible or _current.get() is not None:
-        return  # every input pinned (nothing can be left unchecked), or already watched or recording
-    _current.set(_BackwardWatch(forward=forward))
-
-
-@contextlib.contextmanager
-def building_backward():
-    """While the grad rules run and the backward is split off, every observation must be expressible."""
-    watch = _current.get()
-    if not isinstance(watch, _BackwardWatch):
-        yield
-        return
-    watch.strict = True
-    try:
-        yield
-    finally:
-        watch.strict = False
-
-
-def stop_backward_watch() -> None:
-    if isinstance(_current.get(), _BackwardWatch):
-        _current.set(None)
+def install(stand_in: GuardRecorder | None) -> None:
+    """Make ``stand_in`` receive the observations from now on (the backward watch; None to end it)."""
+    _current.set(stand_in)
 
 
 @contextlib.contextmanager

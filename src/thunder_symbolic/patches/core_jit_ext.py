@@ -30,26 +30,17 @@ from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards import values as value_guards
 from thunder_symbolic.guards.prologue import check_dtensor_layout, check_symbolic_guards, dtensor_layout
 from thunder_symbolic.number_ops import apply_number_op
+from thunder_symbolic.opaque import is_opaque, opaque
 
 UPSTREAM = "Lightning-AI/lightning-thunder#463"
-_OPAQUE = "_thunder_symbolic_opaque"
-
-
-def opaque(fn):
-    """Mark ``fn`` to be called natively, not interpreted, when traced code calls it.
-
-    The functions that record guards must see the real proxies and must not themselves be traced.
-    """
-    setattr(fn, _OPAQUE, True)
-    return fn
 
 
 class _LookasideMap(dict):
-    """thunder's general-jit lookaside table, extended by the functions marked :func:`opaque`."""
+    """thunder's general-jit lookaside table, extended by the functions marked :func:`thunder_symbolic.opaque.opaque`."""
 
     def get(self, fn, default=None):
         found = dict.get(self, fn, None)
-        if found is None and getattr(fn, _OPAQUE, False):
+        if found is None and is_opaque(fn):
             return interpreter_needs_wrap(fn)
         return default if found is None else found
 

@@ -9,11 +9,11 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
+from thunder_symbolic.dtensor_state import local_tensor_provenance, symbolic_shapes_of
 from thunder_symbolic.guards import algebra
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.number_ops import apply_number_op
-from thunder_symbolic.patches.core_jit_ext import opaque
-from thunder_symbolic.patches.torch_experimental import local_tensor_provenance, symbolic_shapes_of
+from thunder_symbolic.opaque import opaque
 
 
 def _from_fake_run(t: torch.Tensor) -> bool:

@@ -8,8 +8,7 @@ from thunder.core.options import CACHE_OPTIONS
 from thunder_symbolic._registry import patch
 from thunder_symbolic.diagnostics import MissRecordingCache
 from thunder_symbolic.dispatch import fast_call_path
-from thunder_symbolic.guards.prologue import with_late_guards
-from thunder_symbolic.guards.recorder import stop_backward_watch, take_late_guards
+from thunder_symbolic.guards import backward_watch
 
 
 @patch(
@@ -56,12 +55,8 @@ def _cache_entry(original):
 
         def __new__(cls, *args, **kwargs):
             entry = super().__new__(cls, *args, **kwargs)
-            stop_backward_watch()  # the backward is built: nothing more can be baked into it
-            late = take_late_guards() if compile_data.using_symbolic_values() else None
-            if late is None:
-                return entry
-            input_names = tuple(p.name for p in entry.computation_traces[0].args)
-            return entry._replace(prologue_fn=with_late_guards(entry.prologue_fn, input_names, *late))
+            # The backward is built: nothing more can be baked into it.
+            return backward_watch.finish(entry) if compile_data.using_symbolic_values() else entry
 
     CacheEntry.__doc__ = original.__doc__
     return CacheEntry

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import contextvars
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from thunder.core import compile_data
@@ -13,34 +12,9 @@ from thunder.core.pytree import tree_flatten
 from thunder.torch.experimental.dtensor_proxy import DTensorProxy
 
 from thunder_symbolic._registry import patch
-
-if TYPE_CHECKING:
-    from thunder_symbolic.dtensor_shapes import DTensorShapes
+from thunder_symbolic.dtensor_state import local_tensor_provenance, symbolic_result, symbolic_shapes_of
 from thunder_symbolic.guards import recorder as guard_recorder
-from thunder_symbolic.patches.core_jit_ext import opaque
-
-# (local tensor, its provenance) while proxify_dtensor proxies a DTensor input's local tensor.
-local_tensor_provenance: contextvars.ContextVar[tuple | None] = contextvars.ContextVar(
-    "thunder_symbolic_local_tensor", default=None
-)
-# (fake result, its symbolic shapes) of the last DTensor meta function's fake run with a shape rule: the
-# meta function then builds its result proxies from that fake result, and these patches give them the
-# symbolic shapes (see thunder_symbolic.dtensor_shapes).
-symbolic_result: contextvars.ContextVar[tuple[Any, DTensorShapes] | None] = contextvars.ContextVar(
-    "thunder_symbolic_dtensor_result", default=None
-)
-
-
-def symbolic_shapes_of(fake: Any) -> DTensorShapes | None:
-    """The symbolic shapes of the last fake result with a rule, when ``fake`` is that result, its local
-    tensor or its spec (what meta functions build their result proxies from); else None."""
-    last = symbolic_result.get()
-    if last is None:
-        return None
-    result, shapes = last
-    if fake is result or fake is getattr(result, "_local_tensor", None) or fake is getattr(result, "_spec", None):
-        return shapes
-    return None
+from thunder_symbolic.opaque import opaque
 
 
 @patch(

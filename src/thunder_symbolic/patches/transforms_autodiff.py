@@ -4,7 +4,7 @@ thunder builds the backward after the prologue is final, and grad rules (and the
 executors re-run on the joint and backward traces) may read sizes in Python, ``int(a.shape[0] - stop)``
 for one: such a value would be baked into the backward with no guard to check it. Under symbolic
 values everything from the grad transform until the cache entry is built runs under a watch (see
-:func:`thunder_symbolic.guards.recorder.start_backward_watch`); the ``CacheEntry`` patch ends it.
+:mod:`thunder_symbolic.guards.backward_watch`); the ``CacheEntry`` patch ends it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import functools
 from thunder.core import compile_data
 
 from thunder_symbolic._registry import patch
-from thunder_symbolic.guards import recorder as guard_recorder
+from thunder_symbolic.guards import backward_watch
 
 _WHY = (
     "0.2.6 built backwards whose sizes came from the first call's inputs (slice padding, expand shapes) "
@@ -29,8 +29,8 @@ def _strictly_watched(starts_watch: bool):
         @functools.wraps(original)
         def build(*args, **kwargs):
             if starts_watch and compile_data.using_symbolic_values():
-                guard_recorder.start_backward_watch()
-            with guard_recorder.building_backward():  # a no-op without a watch
+                backward_watch.start()
+            with backward_watch.strictly():  # a no-op without a watch
                 return original(*args, **kwargs)
 
         return build
