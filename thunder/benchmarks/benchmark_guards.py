@@ -1,12 +1,15 @@
 """Per-call cost of prologue guards under ``cache="symbolic values"``.
 
-Jits a function with N guards in its prologue and times steady-state calls that hit the cache, for
-several N, so the added cost per guard can be read off: ``--kind sizes`` (N size branches, predicate
-guards) or ``--kind values`` (N optional arguments passed as None, each an identity check). torch.compile
-runs the same calls in the same process, for comparison. With ``--compare-upstream`` it also times the
-calls with the patch set reverted (upstream 0.2.6, which checks neither).
+Jits a function whose trace records N guards and times steady-state calls that hit the cache, for
+several N: ``--kind sizes`` (branches on ``x.shape[0] > t`` for t < N: the guard algebra keeps only the
+strongest), ``--kind distinct`` (``x.shape[0] != 1000 + t``: none implies another, so N are checked, and
+the added cost per guard can be read off) or ``--kind values`` (N optional arguments passed as None, each
+an identity check). Each row gives the guards the prologue checks and the conditions tracing recorded
+(``thunder_symbolic.explain``). torch.compile runs the same calls in the same process, for comparison.
+With ``--compare-upstream`` it also times the calls with the patch set reverted (upstream 0.2.6, which
+checks none of them).
 
-    python thunder/benchmarks/benchmark_guards.py [--kind sizes|values] [--guards 0 1 8 32] [--calls 2000] [--json]
+    python thunder/benchmarks/benchmark_guards.py [--kind sizes|distinct|values] [--guards 0 1 8 32] [--calls 2000] [--json]
 """
 
 from __future__ import annotations
@@ -36,6 +39,19 @@ def make_branchy(n_guards: int):
     return fn
 
 
+def make_distinct(n_guards: int):
+    """A function whose trace decides ``n_guards`` size comparisons none of which implies another."""
+
+    def fn(x):
+        taken = 0
+        for excluded in range(n_guards):
+            if x.shape[0] != 1000 + excluded:
+                taken += 1
+        return x + taken
+
+    return fn
+
+
 def make_optional(n_guards: int):
     """A function of ``n_guards`` optional arguments, each read (``is not None``) and passed as None."""
     names = [f"a{i}" for i in range(n_guards)]
@@ -46,7 +62,7 @@ def make_optional(n_guards: int):
     return namespace["fn"]
 
 
-KINDS = {"sizes": make_branchy, "values": make_optional}
+KINDS = {"sizes": make_branchy, "distinct": make_distinct, "values": make_optional}
 
 
 def time_calls(jfn, x, calls: int, *args) -> float:
@@ -73,7 +89,10 @@ def measure(kind: str, n_guards: int, calls: int) -> dict:
     # sanity: the guards held, one compile (for "sizes": for every size above the largest threshold)
     jfn(torch.randn(65, 4), *arguments(kind, n_guards))
     assert thunder.cache_misses(jfn) == misses == 1
-    return {"guards": n_guards, "us_per_call": per_call}
+    (program,) = thunder_symbolic.explain(jfn)
+    checked = len(program.guards) + program.value_checks
+    observed = program.observed + program.value_checks
+    return {"guards": n_guards, "checked": checked, "observed": observed, "us_per_call": per_call}
 
 
 def main() -> None:
@@ -104,12 +123,12 @@ def main() -> None:
         print(json.dumps(rows, indent=2))
         return
     base = {r["variant"]: r["us_per_call"] for r in rows if r["guards"] == args.guards[0]}
-    print(f"{args.kind} guards; median µs per call")
-    print(f"{'variant':14} {'guards':>6} {'us/call':>9} {'added vs first':>15}")
+    print(f"{args.kind} guards; median µs per call; checked (observed) = the prologue's checks (conditions traced)")
+    print(f"{'variant':14} {'N':>4} {'checked (observed)':>19} {'us/call':>9} {'added vs first':>15}")
     for r in rows:
-        print(
-            f"{r['variant']:14} {r['guards']:6d} {r['us_per_call']:9.2f} {r['us_per_call'] - base[r['variant']]:15.2f}"
-        )
+        counts = f"{r['checked']} ({r['observed']})" if "checked" in r else "-"
+        added = r["us_per_call"] - base[r["variant"]]
+        print(f"{r['variant']:14} {r['guards']:4d} {counts:>19} {r['us_per_call']:9.2f} {added:15.2f}")
 
 
 if __name__ == "__main__":
