@@ -63,6 +63,13 @@ STRAIGHT = [
     "y = y + torch.arange(y.shape[1])",
     "y = y * (y.shape[0] + k)",
     "y = y * y.numel()",
+    # Sizes that stay symbolic (one program across sizes): factories, narrow, chunk, len, cat, arange.
+    "y = y + torch.arange(k, k + y.shape[1])",
+    "y = y.new_full((y.shape[0], 2), 0.5) + y.new_zeros(y.shape[0], 1) + y.sum(1, keepdim=True)",
+    "y = torch.narrow(y, 0, y.shape[0] // 2, y.shape[0] - y.shape[0] // 2)",
+    "y = y.chunk(2)[0] * 2",
+    "y = y * len(y)",
+    "y = torch.cat([y[:k], y[k:] * 2], 0)",
     # Python values: each decides the program by identity, type, length, keys or bits.
     "y = y * 2 if n is None else y + n",
     "y = y if mask is None else y + mask.sum()",
@@ -84,6 +91,8 @@ PINNING = [
     ("y = y + len(str(y.shape[1]))", "y.shape[1]"),
     ("y = torch.narrow_copy(y, 1, 0, 1) if y.shape[1] > 0 else y", "tuple(y.shape)"),
     ("y = y * max(k, 2.5)", "2.5 > k"),
+    ("y = y.split(2)[-1] + 1", "(y.shape[0] + 1) // 2"),
+    ("y = y.sum(k % 2, keepdim=True)", "k % 2"),
     ("y = y * 2 if isinstance(k, int) and type(y.shape[0]) is int else y - 1", "True"),
 ]
 BRANCHES = [
