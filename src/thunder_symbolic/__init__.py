@@ -13,17 +13,35 @@ import warnings
 from thunder_symbolic import _registry
 from thunder_symbolic._compat import SUPPORTED_RANGE, unsupported_reason
 from thunder_symbolic._status import Status, status
+from thunder_symbolic.controls import (
+    STATIC,
+    DeclaredShapeError,
+    Dim,
+    RecompileLimitExceeded,
+    RecompileLimitWarning,
+    fail_on_recompile,
+    mark_dynamic,
+    mark_static,
+)
 from thunder_symbolic.diagnostics import Miss, Program, explain, recompile_reasons
 
 __all__ = [
+    "STATIC",
     "SUPPORTED_RANGE",
+    "DeclaredShapeError",
+    "Dim",
     "Miss",
     "Program",
+    "RecompileLimitExceeded",
+    "RecompileLimitWarning",
     "Status",
     "ThunderSymbolicWarning",
     "apply",
     "explain",
+    "fail_on_recompile",
     "is_active",
+    "mark_dynamic",
+    "mark_static",
     "recompile_reasons",
     "revert",
     "status",

@@ -6,6 +6,8 @@ import platform
 import sys
 from dataclasses import dataclass
 
+from thunder_symbolic.controls import CONTROLS
+
 
 @dataclass(frozen=True)
 class PatchInfo:
@@ -39,6 +41,8 @@ class Status:
             lines.append(f"        {p.summary}")
             if p.upstream:
                 lines.append(f"        upstream: {p.upstream}")
+        lines.append("  controls (thunder_symbolic.controls):")
+        lines += [f"    {control}\n        {what}" for control, what in CONTROLS]
         return "\n".join(lines)
 
 

@@ -12,10 +12,13 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from thunder_symbolic.controls import Budget, RecompileLimitExceeded, RecompileLimitWarning
 from thunder_symbolic.guards import recorder as guard_recorder
+from thunder_symbolic.guards.prologue import GuardFailed
 
 __all__ = ["Miss", "Program", "explain", "recompile_reasons"]
 
@@ -55,8 +58,11 @@ class Program:
     value_checks: int
 
     def __str__(self) -> str:
-        head = f"program {self.index}: {len(self.guards)} guards (of {self.observed} observed), "
-        lines = [head + f"{self.value_checks} value checks"]
+        def count(n: int, what: str) -> str:
+            return f"{n} {what}" + ("" if n == 1 else "s")
+
+        head = f"program {self.index}: {count(len(self.guards), 'guard')} (of {self.observed} observed), "
+        lines = [head + count(self.value_checks, "value check")]
         lines += [f"  {condition}  # {where}" for condition, where in self.guards]
         return "\n".join(lines)
 
@@ -76,16 +82,20 @@ def _program(index: int, entry: Any, observed: int) -> Program:
 class MissRecordingCache(list):
     """thunder's per-function list of cache entries, watching each entry's prologue for rejections."""
 
-    def __init__(self, name: str, stats: Any):
+    def __init__(self, name: str, stats: Any, budget: Budget):
         super().__init__()
         self.name = name
         self.stats = stats
+        self.budget = budget
+        self.warned = False
+        self.failed_guards: collections.Counter[tuple[str, str]] = collections.Counter()
         self.misses: collections.deque[Miss] = collections.deque(maxlen=KEPT_MISSES)
         self.rejections: list[str] = []
         self.programs: list[Program] = []
 
     def append(self, entry) -> None:
         if self:  # a recompilation: every existing entry has just rejected the call
+            self._spend_budget()
             miss = Miss(self.stats.calls, tuple(reversed(self.rejections)))
             self.misses.append(miss)
             log.info("thunder_symbolic: recompiling %s (compile %d) because %s", self.name, len(self) + 1, miss)
@@ -94,14 +104,43 @@ class MissRecordingCache(list):
         self.programs.append(_program(len(self), entry, finished.observations if finished is not None else 0))
         super().append(entry._replace(prologue_fn=self._watch(entry.prologue_fn, len(self))))
 
+    def _spend_budget(self) -> None:
+        """Before a program beyond the budget is cached: raise, or warn once, with the guards that failed most."""
+        if len(self) < self.budget.limit:
+            return
+        top = "; ".join(
+            f"{condition} (recorded at {where}): {n} times"
+            for (condition, where), n in self.failed_guards.most_common(3)
+        )
+        if top:
+            why = f"; the guards that failed most: {top}"
+        else:  # thunder's own checks (constant values) raise their own errors
+            why = f"; the last program rejected the call with {self.rejections[0]}" if self.rejections else ""
+        message = (
+            f"{self.name} has compiled {len(self) + 1} programs, more than its recompile limit ({self.budget.limit})"
+            + why
+        )
+        if self.budget.on_limit == "raise":
+            self.rejections.clear()
+            raise RecompileLimitExceeded(message + " (on_recompile_limit='raise': the new program is not cached)")
+        if not self.warned:
+            self.warned = True
+            warnings.warn(
+                message + ". Set recompile_limit or THUNDER_SYMBOLIC_RECOMPILE_LIMIT to raise the limit.",
+                RecompileLimitWarning,
+                stacklevel=2,
+            )
+
     def _watch(self, prologue, index: int):
-        rejections = self.rejections
+        rejections, failed_guards = self.rejections, self.failed_guards
 
         def watched_prologue(*args, **kwargs):
             try:
                 result = prologue(*args, **kwargs)
             except Exception as e:
                 rejections.append(f"program {index}: {type(e).__name__}: {e}")
+                if isinstance(e, GuardFailed):
+                    failed_guards[(e.condition, e.where)] += 1
                 raise
             rejections.clear()
             return result
@@ -109,7 +148,7 @@ class MissRecordingCache(list):
         return watched_prologue
 
 
-def _cache_of(jfn, caller: str) -> MissRecordingCache | None:
+def cache_of(jfn, caller: str) -> MissRecordingCache | None:
     stats = getattr(jfn, "_lc_cs", None)
     if stats is None:
         raise TypeError(f"{caller} expects a function returned by thunder.jit, got {type(jfn).__name__}")
@@ -119,11 +158,11 @@ def _cache_of(jfn, caller: str) -> MissRecordingCache | None:
 
 def recompile_reasons(jfn) -> list[Miss]:
     """The last recompilations of ``jfn`` (a function or module from ``thunder.jit``), oldest first."""
-    cache = _cache_of(jfn, "recompile_reasons")
+    cache = cache_of(jfn, "recompile_reasons")
     return list(cache.misses) if cache is not None else []
 
 
 def explain(jfn) -> list[Program]:
     """What each cached program of ``jfn`` checks before it is reused, oldest first (``print`` them)."""
-    cache = _cache_of(jfn, "explain")
+    cache = cache_of(jfn, "explain")
     return list(cache.programs) if cache is not None else []

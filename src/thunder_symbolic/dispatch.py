@@ -16,11 +16,13 @@ import functools
 import thunder
 import torch
 from thunder.core import compile_data as compile_data_module
+from thunder.core.interpreter import InterpreterError
 from thunder.core.options import CACHE_OPTIONS
 from thunder.core.pytree import tree_flatten
 from thunder.core.trace import is_tracing
 from thunder.executors.torchex import no_autocast
 
+from thunder_symbolic.controls import DeclaredShapeError
 from thunder_symbolic.guards import backward_watch
 
 __all__ = ["fast_call_path", "alias_groups", "undecorated", "needs_backward"]
@@ -117,9 +119,25 @@ def with_exact_shapes_for_autograd(thunder_call, compile_data, stats):
     return call
 
 
+def _declared_shape_errors_unwrapped(thunder_call):
+    """A call outside a strict declared range raises the ValueError that says so, not the interpreter's
+    wrapper around it (the check runs while thunder traces the new inputs)."""
+
+    @functools.wraps(thunder_call)
+    def call(*args, **kwargs):
+        try:
+            return thunder_call(*args, **kwargs)
+        except InterpreterError as e:
+            if isinstance(e.__cause__, DeclaredShapeError):
+                raise e.__cause__ from None
+            raise
+
+    return call
+
+
 def fast_call_path(thunder_call, compile_data, stats):
     """Wrap ``thunder_call`` (what ``thunder.jit`` built) with the shorter path for cache hits."""
-    thunder_call = with_exact_shapes_for_autograd(thunder_call, compile_data, stats)
+    thunder_call = _declared_shape_errors_unwrapped(with_exact_shapes_for_autograd(thunder_call, compile_data, stats))
     distributed = getattr(compile_data.fn, "use_ddp", False) or getattr(compile_data.fn, "use_fsdp", False)
     check_aliases = not compile_data.compile_options.get("skip_inplace_alias_updates", False)
     cache_info_ctx = thunder._cache_info_ctx

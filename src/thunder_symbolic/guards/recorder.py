@@ -16,15 +16,18 @@ import contextlib
 import contextvars
 import functools
 import linecache
+import operator
 import os
 import sys
 import types
 from dataclasses import dataclass, field
 from typing import Any
 
+from thunder_symbolic.controls import STATIC, DeclaredShapeError
 from thunder_symbolic.guards import algebra
 from thunder_symbolic.guards.algebra import (
     NAMESPACE,
+    Const,
     Expr,
     Facts,
     InputDim,
@@ -83,11 +86,31 @@ class GuardRecorder:
 
     # Inputs ---------------------------------------------------------------------------------------
 
-    def add_tensor_input(self, tensor: Any) -> None:
+    def add_tensor_input(self, tensor: Any, declared: dict[int, Any] | None = None, name: str = "") -> None:
+        """A tensor input; ``declared``: what the user declared of its dims (see :mod:`thunder_symbolic.controls`)."""
         self.tensor_inputs.append(tensor)
         for index, dim in enumerate(tensor._shape):
             if not isinstance(dim, int):
                 attach(dim, InputDim(tensor, index))
+        for index, spec in (declared or {}).items():
+            dim = tensor._shape[index]
+            if not isinstance(dim, int):
+                self._declare(InputDim(tensor, index), dim.value, spec, f"{name or tensor.name}.shape[{index}]")
+
+    def _declare(self, dim: InputDim, value: int, spec: Any, what: str) -> None:
+        """Guards first, so that what they imply is known to every later one: a static dim is pinned; a
+        range is checked, or for a call outside it, its side of the range."""
+        if spec is STATIC:
+            return self._add(algebra.equals(dim, value), None, f"{what} marked static")
+        if not spec.contains(value):
+            if spec.strict:
+                raise DeclaredShapeError(f"{what} is {value}, outside the range {spec} declared for it (strict)")
+            below = spec.min is not None and value < spec.min
+            bound = algebra.compare(operator.lt if below else operator.gt, dim, Const(spec.min if below else spec.max))
+            return self._add(bound, None, f"{what} outside its declared range {spec}")
+        for fn, bound in ((operator.ge, spec.min), (operator.le, spec.max)):
+            if bound is not None:
+                self._add(algebra.compare(fn, dim, Const(bound)), None, f"{what} within its declared range {spec}")
 
     def add_number_input(self, number: Any) -> None:
         self.number_inputs.append(number)
@@ -121,7 +144,7 @@ class GuardRecorder:
             self._unexpressible(number, what)
         return expr
 
-    def _add(self, condition: Expr, number: Any) -> None:
+    def _add(self, condition: Expr, number: Any, where: str | None = None) -> None:
         """Keep ``condition`` simplified, unless the guards kept already prove it (or it always holds)."""
         self.observations += 1
         simplified, form = algebra.simplify(condition, self.symbols)
@@ -132,7 +155,7 @@ class GuardRecorder:
             if source in self.guards:
                 return
             if _holds_now(candidate, source):  # the simplified form must reproduce the trace, as the traced one
-                self.guards[source] = Guard(candidate, source_location(), form)
+                self.guards[source] = Guard(candidate, where or source_location(), form)
                 if form is not None:
                     self.facts.learn(form)
                 return

@@ -7,11 +7,13 @@ from thunder.core import compile_data
 from thunder.core.proxies import CONSTRAINT, FloatProxy, IntegerProxy, NumberProxy, TensorProxy
 from torch._subclasses.fake_tensor import FakeTensor
 
+from thunder_symbolic import controls
 from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
 from thunder_symbolic.dtensor_state import local_tensor_provenance, symbolic_shapes_of
 from thunder_symbolic.guards import algebra
 from thunder_symbolic.guards import recorder as guard_recorder
+from thunder_symbolic.guards import values as value_guards
 from thunder_symbolic.number_ops import apply_number_op
 from thunder_symbolic.opaque import opaque
 
@@ -61,10 +63,22 @@ def _tensorproxy(original):
         p = original(t, name=name, history=history)
         recorder = guard_recorder.current()
         if recorder is not None:
-            recorder.add_tensor_input(p)
+            argument = _argument_name(history)
+            options = getattr(compile_data.get_compile_data(), "thunder_symbolic_dynamic_shapes", None) or {}
+            recorder.add_tensor_input(p, controls.declared_dims(t, argument, options), argument or "")
         return p
 
     return tensorproxy
+
+
+def _argument_name(history) -> str | None:
+    """The parameter a tensor input was passed as (``x``), for the jit option ``dynamic_shapes``; else None."""
+    path = None if history is None else value_guards.describe(history)
+    if path is None:
+        return None
+    cd = compile_data.get_compile_data()
+    name = value_guards.user_path(path, cd.fn if cd is not None else None)
+    return name if name.isidentifier() else None
 
 
 # --- Number proxies: record the guards their concrete values imply (see thunder_symbolic.guards) ---

@@ -5,6 +5,7 @@ from __future__ import annotations
 from thunder.core import compile_data
 from thunder.core.options import CACHE_OPTIONS
 
+from thunder_symbolic import controls
 from thunder_symbolic._registry import patch
 from thunder_symbolic.diagnostics import MissRecordingCache
 from thunder_symbolic.dispatch import fast_call_path
@@ -14,20 +15,25 @@ from thunder_symbolic.guards import backward_watch
 @patch(
     "thunder:jit",
     summary=(
-        "watches each cached program's prologue (for recompile_reasons()); under symbolic values, cache hits "
-        "take a shorter call path that runs the same checks"
+        "watches each cached program's prologue (for recompile_reasons()) and spends its recompile budget; "
+        "takes the options dynamic_shapes, recompile_limit and on_recompile_limit (thunder_symbolic.controls); "
+        "under symbolic values, cache hits take a shorter call path that runs the same checks"
     ),
     why=(
-        "0.2.6 only counts cache misses: the failed guard and its source line were lost. And its per-call "
-        "wrappers cost more than the prologue's checks, where decode loops pay them every step."
+        "0.2.6 only counts cache misses: the failed guard and its source line were lost, and a function that "
+        "recompiles at every call says nothing. Users cannot declare a dim static or its range. And its "
+        "per-call wrappers cost more than the prologue's checks, where decode loops pay them every step."
     ),
     upstream="Lightning-AI/lightning-thunder#463",
 )
 def _jit(original):
-    def jit(fn, /, *args, **kwargs):
+    def jit(fn, /, *args, dynamic_shapes=None, recompile_limit=None, on_recompile_limit=None, **kwargs):
+        declared = controls.dynamic_shapes_from_options(fn, dynamic_shapes)
+        budget = controls.budget_from_options(recompile_limit, on_recompile_limit)
         jfn = original(fn, *args, **kwargs)
         cd, cs = jfn._lc_cd, jfn._lc_cs
-        cs.interpreter_cache = MissRecordingCache(getattr(fn, "__qualname__", type(fn).__name__), cs)
+        cd.thunder_symbolic_dynamic_shapes = declared
+        cs.interpreter_cache = MissRecordingCache(getattr(fn, "__qualname__", type(fn).__name__), cs, budget)
         if cd.cache_option is not CACHE_OPTIONS.SYMBOLIC_VALUES:
             return jfn
         if hasattr(jfn, "_forward_fn"):  # a ThunderModule

@@ -53,6 +53,13 @@ def _under_symbolic_values(original, symbolic):
     return meta
 
 
+def _replacing_under_symbolic_values(symbolic):
+    def make(original):
+        return _under_symbolic_values(original, symbolic)
+
+    return make
+
+
 def _slice(a: TensorProxy, dim: int, start, stop) -> TensorProxy:
     starts, stops = [0] * a.ndim, list(a.shape)
     starts[dim], stops[dim] = start, stop
@@ -96,7 +103,7 @@ for _name, _symbolic in (("chunk", _symbolic_chunk), ("split", _symbolic_split))
             "one compile per size where the number of pieces is the same."
         ),
         upstream="Lightning-AI/lightning-thunder#463",
-    )(functools.partial(_under_symbolic_values, symbolic=_symbolic))
+    )(_replacing_under_symbolic_values(_symbolic))
 
 
 def _narrow_shape(a, dim, start, length):
@@ -148,5 +155,5 @@ for _name, _rule in _FALLBACK_SHAPES.items():
             f"given: `x.{_name}(...)` with sizes from shapes or int arguments compiled once per size."
         ),
         upstream="Lightning-AI/lightning-thunder#463",
-    )(functools.partial(_under_symbolic_values, symbolic=_shape_rule(_rule)))
+    )(_replacing_under_symbolic_values(_shape_rule(_rule)))
 del _name, _rule, _symbolic

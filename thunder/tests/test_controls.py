@@ -1,0 +1,144 @@
+"""Shape controls (static dims, dynamic dims with a range) and the recompile budget, against eager."""
+
+import warnings
+
+import pytest
+import torch
+
+import thunder
+import thunder_symbolic
+from thunder_symbolic import STATIC, DeclaredShapeError, Dim, RecompileLimitExceeded, RecompileLimitWarning
+from thunder_symbolic.testing import check_against_eager
+
+
+def add(x, y):
+    return x + y
+
+
+def doubled(x):
+    return x * 2
+
+
+def repeated(x, n):
+    for _ in range(n):
+        x = x * 2
+    return x
+
+
+def guards(jfn, program=0):
+    return [condition for condition, _ in thunder_symbolic.explain(jfn)[program].guards]
+
+
+def pairs(*rows):
+    return [(torch.randn(n, 3), torch.randn(n, 3)) for n in rows]
+
+
+# --- Static dims ---------------------------------------------------------------------------------------
+
+
+def test_a_dim_marked_static_specializes():
+    calls = [(thunder_symbolic.mark_static(torch.randn(n, 4), 0),) for n in (1, 2, 1, 3)]
+    jfn = check_against_eager(doubled, calls, compiles=3)
+    assert guards(jfn) == ["(x.shape[0] == 1)"]
+
+
+def test_a_dim_declared_static_by_name_specializes():
+    jfn = check_against_eager(
+        doubled, [(torch.randn(n, 4),) for n in (5, 6, 5)], compiles=2, dynamic_shapes={"x": {0: STATIC}}
+    )
+    assert guards(jfn) == ["(x.shape[0] == 5)"]
+
+
+# --- Dynamic dims with a range ---------------------------------------------------------------------------
+
+
+def test_a_range_drops_the_guards_it_implies():
+    plain = check_against_eager(add, pairs(2, 3, 5, 8), compiles=1)
+    ranged = check_against_eager(add, pairs(2, 3, 5, 8), compiles=1, dynamic_shapes={"x": {0: Dim(min=2, max=64)}})
+    assert "(x.shape[0] != 1)" in guards(plain)
+    assert "(x.shape[0] != 1)" not in guards(ranged)
+    assert guards(ranged)[:2] == ["(x.shape[0] >= 2)", "(x.shape[0] <= 64)"]
+
+
+def test_a_call_outside_a_range_recompiles_for_its_side_of_the_range():
+    calls = [(thunder_symbolic.mark_dynamic(x, 0, min=2, max=6), y) for x, y in pairs(3, 7, 9, 4, 1)]
+    jfn = check_against_eager(add, calls, compiles=3)  # [2, 6]; above it (7 and 9); 1
+    assert "(x.shape[0] > 6)" in guards(jfn, 1)
+
+
+def test_a_call_outside_a_strict_range_raises_naming_the_argument_dim_range_and_value():
+    jfn = thunder.jit(add, cache="symbolic values", dynamic_shapes={"y": {0: Dim(min=2, strict=True)}})
+    x, y = pairs(3)[0]
+    torch.testing.assert_close(jfn(x, y), x + y)
+    with pytest.raises(DeclaredShapeError, match=r"y\.shape\[0\] is 1, outside the range \[2, inf\] declared for it"):
+        jfn(torch.randn(1, 3), torch.randn(1, 3))
+    assert isinstance(DeclaredShapeError("x"), ValueError)
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "match"),
+    [
+        (lambda: Dim(min=3, max=2), ValueError, "min"),
+        (lambda: Dim(min=-1), ValueError, "min"),
+        (lambda: thunder_symbolic.mark_dynamic(torch.ones(2, 2), 2), ValueError, "dim"),
+        (lambda: thunder_symbolic.mark_static([1, 2], 0), TypeError, "tensor"),
+        (lambda: thunder.jit(add, dynamic_shapes={"z": {0: Dim()}}), ValueError, "'z'"),
+        (lambda: thunder.jit(add, dynamic_shapes={"x": {0: (2, 8)}}), TypeError, "Dim"),
+        (lambda: thunder.jit(add, recompile_limit=0), ValueError, "recompile_limit"),
+        (lambda: thunder.jit(add, on_recompile_limit="ignore"), ValueError, "on_recompile_limit"),
+    ],
+)
+def test_bad_declarations_are_refused_clearly(make, error, match):
+    with pytest.raises(error, match=match):
+        make()
+
+
+# --- The recompile budget ----------------------------------------------------------------------------------
+
+
+def _calls(*ns):
+    return [(torch.randn(2, 2), n) for n in ns]
+
+
+def test_crossing_the_limit_warns_once_with_the_guards_that_failed_most():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_against_eager(repeated, _calls(0, 1, 2, 3, 4, 5), compiles=6, recompile_limit=3)
+    messages = [str(w.message) for w in caught if issubclass(w.category, RecompileLimitWarning)]
+    assert len(messages) == 1
+    assert "repeated has compiled 4 programs, more than its recompile limit (3)" in messages[0]
+    assert "(n == 0) (recorded at test_controls.py" in messages[0] and "for _ in range(n):" in messages[0]
+
+
+def test_the_strict_mode_raises_on_the_first_extra_recompile():
+    jfn = thunder.jit(repeated, cache="symbolic values", recompile_limit=2, on_recompile_limit="raise")
+    x = torch.randn(2, 2)
+    for n in (0, 1, 0, 1):
+        torch.testing.assert_close(jfn(x, n), repeated(x, n))
+    with pytest.raises(RecompileLimitExceeded, match="recompile limit \\(2\\)"):
+        jfn(x, 2)
+    torch.testing.assert_close(jfn(x, 1), repeated(x, 1))  # the cached programs keep working
+    assert len(thunder_symbolic.explain(jfn)) == 2
+
+
+def test_fail_on_recompile_after_warm_up():
+    jfn = thunder.jit(add, cache="symbolic values")
+    for x, y in pairs(2, 3):
+        jfn(x, y)
+    thunder_symbolic.fail_on_recompile(jfn)
+    for x, y in pairs(5, 9):  # the same program: no recompile
+        torch.testing.assert_close(jfn(x, y), x + y)
+    with pytest.raises(RecompileLimitExceeded):
+        jfn(torch.randn(1, 3), torch.randn(1, 3))  # a size-1 dim broadcasts: a new program
+
+
+def test_the_limit_from_the_environment(monkeypatch):
+    monkeypatch.setenv("THUNDER_SYMBOLIC_RECOMPILE_LIMIT", "1")
+    monkeypatch.setenv("THUNDER_SYMBOLIC_ON_RECOMPILE_LIMIT", "raise")
+    jfn = thunder.jit(repeated, cache="symbolic values")
+    jfn(torch.randn(2, 2), 0)
+    with pytest.raises(RecompileLimitExceeded):
+        jfn(torch.randn(2, 2), 1)
+    monkeypatch.setenv("THUNDER_SYMBOLIC_RECOMPILE_LIMIT", "many")
+    with pytest.raises(ValueError, match="THUNDER_SYMBOLIC_RECOMPILE_LIMIT"):
+        thunder.jit(repeated)
