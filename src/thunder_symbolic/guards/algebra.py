@@ -129,7 +129,25 @@ def _nonnegative_power(base, exponent):
 
 
 def _relational(kind):
-    return lambda a, b: kind(a, b) if not (_is_boolean(a) or _is_boolean(b)) else None
+    return lambda a, b: _canonical_relation(kind, a, b) if not (_is_boolean(a) or _is_boolean(b)) else None
+
+
+_SWAPPED = {sympy.Lt: sympy.Gt, sympy.Gt: sympy.Lt, sympy.Le: sympy.Ge, sympy.Ge: sympy.Le}
+
+
+def _canonical_relation(kind, a, b):
+    """``kind(a, b)`` with the terms of ``a - b`` moved to the side where they are positive and the constant
+    to the right: ``start != start + x.shape[1]`` is ``x.shape[1] != 0``, and a comparison written either
+    way round is one guard."""
+    constant, rest = (a - b).as_coeff_Add()
+    terms = sympy.Add.make_args(rest) if rest != 0 else ()
+    positive = sympy.Add(*(t for t in terms if not t.could_extract_minus_sign()))
+    negative = sympy.Add(*(-t for t in terms if t.could_extract_minus_sign()))
+    if positive != 0:
+        return kind(positive, negative - constant)
+    if constant != 0 or negative == 0:
+        return kind(constant, negative)
+    return _SWAPPED.get(kind, kind)(negative, 0)
 
 
 def _truth(a):

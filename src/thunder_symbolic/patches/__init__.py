@@ -18,6 +18,7 @@ from thunder_symbolic.patches import (
     core_transform_common,  # noqa: F401  thunder/core/transform_common.py
     core_transforms,  # noqa: F401  thunder/core/transforms.py
     core_update_aliases,  # noqa: F401  thunder/core/update_aliases.py
+    core_utils,  # noqa: F401  thunder/core/utils.py
     dynamo_utils,  # noqa: F401  thunder/dynamo/utils.py
     executors_nvfuserex_impl,  # noqa: F401  thunder/executors/nvfuserex_impl.py
     executors_torch_compile,  # noqa: F401  thunder/executors/torch_compile.py
