@@ -42,17 +42,46 @@ CUDA_ONLY_FLAGS = ("enable_nvfp4", "enable_nv_linear", "enable_thunder_cudagraph
 # --- Command line ----------------------------------------------------------------------------------
 
 
+def _int_at_least(minimum: int):
+    """An argparse type: an int >= ``minimum`` (a size of 0 failed deep inside transformers)."""
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an int, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return convert
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model-name", default=None, help=f"hub id or '{TINY_MODEL}' (default: {TINY_MODEL} on CPU)")
-    p.add_argument("--batch-size", type=int, default=1)
-    p.add_argument("--input-length", type=int, default=None, help="prompt length (default: 16 on CPU, 2048 on GPU)")
-    p.add_argument("--output-length", type=int, default=None, help="tokens generated (default: 9 CPU, 128 GPU)")
-    p.add_argument("--num-iterations", type=int, default=None, help="measured iterations (default: 3 CPU, 100 GPU)")
-    p.add_argument("--warmup-iterations", type=int, default=None, help="(default: 1 on CPU, 10 on GPU)")
-    p.add_argument("--num-layers", type=int, default=2)
-    p.add_argument("--hidden-size", type=int, default=256, help=f"hidden size of {TINY_MODEL}")
-    p.add_argument("--mode", choices=("eager", "inductor", "thunder", "thunderjit"), default="eager")
+    p.add_argument("--batch-size", type=_int_at_least(1), default=1)
+    p.add_argument(
+        "--input-length", type=_int_at_least(1), default=None, help="prompt length (default: 16 on CPU, 2048 on GPU)"
+    )
+    p.add_argument(
+        "--output-length",
+        type=_int_at_least(2),
+        default=None,
+        help="tokens generated, one prefill and at least one decode step (default: 9 CPU, 128 GPU)",
+    )
+    p.add_argument(
+        "--num-iterations", type=_int_at_least(1), default=None, help="measured iterations (default: 3 CPU, 100 GPU)"
+    )
+    p.add_argument("--warmup-iterations", type=_int_at_least(0), default=None, help="(default: 1 on CPU, 10 on GPU)")
+    p.add_argument("--num-layers", type=_int_at_least(1), default=2)
+    p.add_argument("--hidden-size", type=_int_at_least(1), default=256, help=f"hidden size of {TINY_MODEL}")
+    p.add_argument(
+        "--mode",
+        choices=("eager", "inductor", "thunder", "thunderjit"),
+        default=None,
+        help="default: eager, or thunder when --thunder-cache or --compare-cache is given",
+    )
     p.add_argument("--thunder-cache", choices=CACHE_OPTIONS, default=None, help="thunder's cache= option")
     p.add_argument("--compare-cache", action="store_true", help="run every cache option and compare them")
     p.add_argument("--kv-cache", choices=("dynamic", "static", "hybrid"), default="dynamic")
@@ -71,13 +100,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for flag in CUDA_ONLY_FLAGS:
         p.add_argument(f"--{flag.replace('_', '-')}", action="store_true", help="CUDA only")
     args = p.parse_args(argv)
-    if args.compare_cache and args.mode not in ("thunder", "thunderjit"):
-        p.error("--compare-cache needs --mode thunder or --mode thunderjit")
+    thunder_options = [
+        flag
+        for flag, given in (("--thunder-cache", args.thunder_cache), ("--compare-cache", args.compare_cache))
+        if given
+    ]
+    if args.mode is None:
+        args.mode = "thunder" if thunder_options else "eager"
+    elif thunder_options and args.mode not in ("thunder", "thunderjit"):
+        p.error(f"{thunder_options[0]} applies to --mode thunder or --mode thunderjit, not --mode {args.mode}")
     if args.compare_cache and args.thunder_cache:
         p.error("--compare-cache runs every cache option; do not also give --thunder-cache")
-    for name in ("batch_size", "num_layers", "hidden_size"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be at least 1")
     return args
 
 
@@ -94,8 +127,6 @@ def resolve_defaults(args: argparse.Namespace, device: torch.device) -> argparse
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    if args.output_length < 2:
-        raise ValueError("--output-length must be at least 2 (one prefill token and one decode step)")
     if not on_gpu:
         for flag in CUDA_ONLY_FLAGS:
             if getattr(args, flag):

@@ -1,7 +1,9 @@
 """CPU smoke test of the inference benchmark: 2 ranks over gloo, a growing KV cache, both thunder caches,
 a dense and an MoE layer (tensor-parallel grouped-matmul experts)."""
 
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,3 +53,41 @@ def test_unsupported_combination_fails_with_a_clear_message(tmp_path):
     assert result.returncode != 0
     assert "--mode thunderjit cannot run transformers' DynamicCache" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "mode"),
+    [
+        ([], "eager"),
+        (["--thunder-cache", "symbolic values"], "thunder"),
+        (["--compare-cache"], "thunder"),
+        (["--mode", "thunderjit", "--thunder-cache", "symbolic values"], "thunderjit"),
+    ],
+)
+def test_a_thunder_option_without_a_mode_runs_thunder(flags, mode):
+    assert _benchmark_module().parse_args(flags).mode == mode
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--mode", "eager", "--thunder-cache", "symbolic values"], "--thunder-cache applies to --mode thunder"),
+        (["--mode", "inductor", "--compare-cache"], "--compare-cache applies to --mode thunder"),
+        (["--input-length", "0"], "--input-length: must be at least 1, got 0"),
+        (["--output-length", "1"], "--output-length: must be at least 2, got 1"),
+        (["--batch-size", "-3"], "--batch-size: must be at least 1, got -3"),
+        (["--num-iterations", "many"], "--num-iterations: expected an int, got 'many'"),
+    ],
+)
+def test_invalid_options_are_argparse_errors(flags, message, capsys):
+    with pytest.raises(SystemExit):
+        _benchmark_module().parse_args(flags)
+    assert message in capsys.readouterr().err
+
+
+def _benchmark_module():
+    if "benchmark_inference" not in sys.modules:  # its dataclasses look their module up there
+        spec = importlib.util.spec_from_file_location("benchmark_inference", BENCHMARK)
+        sys.modules["benchmark_inference"] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules["benchmark_inference"]
