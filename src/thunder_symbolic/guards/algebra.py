@@ -124,6 +124,12 @@ class Op(Expr):
         return [leaf for o in self.operands for leaf in o.leaves()]
 
 
+def _by_a_positive_constant(fn):
+    """torch's FloorDiv and PythonMod simplify as torch uses them, for positive divisors (``(n // 2) // -2``
+    became ``n // -4``, wrong for n = 1): a division by anything else is left as traced."""
+    return lambda a, b: fn(a, b) if b.is_Integer and b > 0 else None
+
+
 def _nonnegative_power(base, exponent):
     return base**exponent if exponent.is_Integer and exponent >= 0 else None
 
@@ -171,8 +177,8 @@ _BINARY: dict[Callable, Operation] = {
     operator.sub: _operation("sub", "({} - {})", _integer(operator.sub)),
     operator.mul: _operation("mul", "({} * {})", _integer(operator.mul)),
     operator.truediv: _operation("truediv", "({} / {})"),
-    operator.floordiv: _operation("floordiv", "({} // {})", _integer(FloorDiv)),
-    operator.mod: _operation("mod", "({} % {})", _integer(PythonMod)),
+    operator.floordiv: _operation("floordiv", "({} // {})", _integer(_by_a_positive_constant(FloorDiv))),
+    operator.mod: _operation("mod", "({} % {})", _integer(_by_a_positive_constant(PythonMod))),
     operator.pow: _operation("pow", "({} ** {})", _integer(_nonnegative_power)),
     operator.and_: _operation("and", "({} & {})"),
     operator.or_: _operation("or", "({} | {})"),
