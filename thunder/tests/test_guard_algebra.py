@@ -209,7 +209,13 @@ def _integer_expressions(draw, depth=2):
     if depth == 0 or draw(st.booleans()):
         return draw(st.sampled_from(_ATOMS))
     left = draw(_integer_expressions(depth=depth - 1))
-    kind = draw(st.sampled_from(["+", "-", "*", "//", "%", "max", "min"]))
+    kind = draw(st.sampled_from(["+", "-", "*", "//", "%", "max", "min", "abs", "**", "neg"]))
+    if kind == "abs":
+        return f"abs({left})"
+    if kind == "neg":
+        return f"(-{left})"
+    if kind == "**":
+        return f"({left} ** 2)"
     if kind in ("//", "%"):
         return f"({left} {kind} {draw(st.sampled_from(['2', '3', '-2', '-3']))})"
     right = draw(_integer_expressions(depth=depth - 1))
@@ -223,8 +229,8 @@ def _recorded_guards(draw):
     guards = []
     for _ in range(draw(st.integers(1, 6))):
         left, right = draw(_integer_expressions()), draw(_integer_expressions())
-        comparison = draw(st.sampled_from(["==", "!=", "<", "<=", ">", ">="]))
-        source = f"{left} {comparison} {right}"
+        comparison = draw(st.sampled_from(["==", "!=", "<", "<=", ">", ">=", "truth"]))
+        source = f"bool({left})" if comparison == "truth" else f"{left} {comparison} {right}"
         guards.append(source if evaluate(source, point[:2], point[2]) else f"not ({source})")
     return point, guards
 
