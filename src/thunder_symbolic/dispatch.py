@@ -3,8 +3,11 @@
 thunder's per-call path wraps the work in several layers (statistics timers, a language context, a
 copy of the cache entry per call) that cost more than the prologue itself. On a cache hit this path
 does the same work without them: the same cache information (default dtype and device, autocast,
-aliasing of the tensor arguments, grad mode), every cached prologue tried newest first — so every
-guard still runs on every call — then the computation and the epilogue, and thunder's statistics.
+aliasing of the tensor arguments, grad mode), cached prologues tried newest first until one accepts
+the call — so every guard still runs on every call — then the computation and the epilogue, and
+thunder's statistics. With several cached programs, the one that accepted the same argument sizes
+and numbers last time is tried first (:class:`DispatchHints`): a hint, never a proof, since its
+prologue runs in full; a function that cycles through a few sizes pays one prologue per call.
 Everything else takes thunder's own path: a miss (which compiles), programs with a backward (see
 :func:`with_exact_shapes_for_autograd`), autocast, DDP/FSDP, and calls made while tracing.
 """
@@ -135,6 +138,38 @@ def _declared_shape_errors_unwrapped(thunder_call):
     return call
 
 
+_HINTED_TYPES = (int, float, bool, str, type(None))
+
+
+class DispatchHints(dict):
+    """The position of the cache entry that last accepted a call, by a cheap key of the call's arguments
+    (tensor shapes, numbers, strings; other objects by identity). Bounded: cleared past ``LIMIT`` keys."""
+
+    LIMIT = 256
+
+    @staticmethod
+    def key(args, kwargs):
+        parts = [a.shape if isinstance(a, torch.Tensor) else a if type(a) in _HINTED_TYPES else id(a) for a in args]
+        for name, a in kwargs.items():
+            parts.append(name)
+            parts.append(a.shape if isinstance(a, torch.Tensor) else a if type(a) in _HINTED_TYPES else id(a))
+        return tuple(parts)
+
+    def remember(self, key, position: int) -> None:
+        if len(self) >= self.LIMIT:
+            self.clear()
+        self[key] = position
+
+
+def _positions_to_try(count: int, hinted: int | None):
+    """The positions of the cached entries, the hinted one first, then the others newest first."""
+    if hinted is not None and hinted < count:
+        yield hinted
+    for position in reversed(range(count)):
+        if position != hinted:
+            yield position
+
+
 def fast_call_path(thunder_call, compile_data, stats):
     """Wrap ``thunder_call`` (what ``thunder.jit`` built) with the shorter path for cache hits."""
     thunder_call = _declared_shape_errors_unwrapped(with_exact_shapes_for_autograd(thunder_call, compile_data, stats))
@@ -143,6 +178,7 @@ def fast_call_path(thunder_call, compile_data, stats):
     cache_info_ctx = thunder._cache_info_ctx
     raw_computations: dict = {}
     compile_data_ctx, compile_data_and_stats = compile_data_module._compile_data, (compile_data, stats)
+    hints = DispatchHints()
 
     @functools.wraps(thunder_call)
     def call(*args, **kwargs):
@@ -160,14 +196,23 @@ def fast_call_path(thunder_call, compile_data, stats):
             cache_info["alias_tensor_indices"] = alias_groups(args, kwargs)
         token = cache_info_ctx.set(cache_info)
         data_token = compile_data_ctx.set(compile_data_and_stats)  # prologues of modules read it
+        entries = stats.interpreter_cache
+        key = hinted = None
+        if len(entries) > 1:
+            key = DispatchHints.key(args, kwargs)
+            hinted = hints.get(key)
         try:
-            for entry in reversed(stats.interpreter_cache):
+            positions = _positions_to_try(len(entries), hinted) if key is not None else reversed(range(len(entries)))
+            for position in positions:
+                entry = entries[position]
                 if entry.backward_fn is not None:
                     return thunder_call(*args, **kwargs)  # autograd: thunder's path connects it
                 try:
                     inputs, to_epilogue = entry.prologue_fn(*args, **kwargs)
                 except Exception:  # noqa: BLE001  (as thunder: a failing check means "not this entry")
                     continue
+                if key is not None and position != hinted:
+                    hints.remember(key, position)
                 break
             else:
                 rejections = getattr(stats.interpreter_cache, "rejections", None)

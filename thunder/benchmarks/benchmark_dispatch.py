@@ -47,6 +47,13 @@ def branch_on_size(x):
     return x - 1
 
 
+def repeat_by_size(x):
+    """One program per size (a Python loop over it): 3 cached programs, the call's own one tried first."""
+    for _ in range(x.shape[0]):
+        x = x * 2
+    return x
+
+
 def python_arguments(x, mask, cfg, dtype, act):
     """HF-style arguments: an optional mask, a config dict, a dtype and a callable (each checked per call)."""
     if mask is not None:
@@ -80,6 +87,7 @@ def programs() -> dict[str, tuple[Callable, list[tuple]]]:
         "matmul": (matmul, [(torch.randn(n, 16), w) for n in (3, 5, 7, 9)]),
         "branch on size": (branch_on_size, [(torch.randn(n, 16),) for n in (4, 6, 10, 12)]),
         "small module": (mlp, [(torch.randn(n, 16),) for n in (3, 5, 7, 9)]),
+        "3 cached programs": (repeat_by_size, [(torch.randn(n, 16),) for n in (1, 2, 3)]),
         "python arguments": (
             python_arguments,
             [(torch.randn(n, 16), None, {"scale": 2.0}, torch.float32, torch.relu) for n in (3, 5, 7, 9)],

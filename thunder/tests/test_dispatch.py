@@ -85,3 +85,57 @@ def test_modules_take_the_short_path():
     model = torch.nn.Linear(4, 2)
     with torch.no_grad():
         check_against_eager(model, [(torch.randn(n, 4),) for n in (2, 3, 5)], compiles=1)
+
+
+def _counting_prologues(jfn):
+    """Wrap every cached prologue of ``jfn`` to count how many run; returns the counter."""
+    calls = {"prologues": 0}
+    entries = jfn._lc_cs.interpreter_cache
+
+    def counted(prologue):
+        def prologue_fn(*args, **kwargs):
+            calls["prologues"] += 1
+            return prologue(*args, **kwargs)
+
+        return prologue_fn
+
+    for i, entry in enumerate(entries):
+        list.__setitem__(entries, i, entry._replace(prologue_fn=counted(entry.prologue_fn)))
+    return calls
+
+
+def test_a_function_with_several_programs_runs_the_prologue_that_accepted_the_same_sizes():
+    def repeat_by_size(x):
+        for _ in range(x.shape[0]):
+            x = x * 2
+        return x
+
+    inputs = [(torch.randn(n, 4),) for n in (1, 2, 3)]
+    jfn = check_against_eager(repeat_by_size, inputs, compiles=3)
+    calls = _counting_prologues(jfn)
+    for turn in range(3):
+        for (x,) in inputs:
+            torch.testing.assert_close(jfn(x), repeat_by_size(x))
+        if turn == 0:  # newest first: 3 + 2 + 1 prologues; the accepting ones are remembered
+            assert calls["prologues"] == 6
+            calls["prologues"] = 0
+    assert calls["prologues"] == 6  # then one per call
+
+
+def test_a_hint_is_only_a_hint_the_prologue_decides():
+    """The same key (the dict's identity) with other contents: the hinted program rejects the call."""
+
+    def scaled(x, cfg):
+        return x + cfg["bias"] if "bias" in cfg else x * 2
+
+    jfn = thunder.jit(scaled, cache="symbolic values")
+    cfg, x = {}, torch.randn(3, 4)
+    torch.testing.assert_close(jfn(x, cfg), x * 2)
+    cfg["bias"] = 1.0
+    torch.testing.assert_close(jfn(x, cfg), x + 1.0)
+    for _ in range(2):
+        del cfg["bias"]
+        torch.testing.assert_close(jfn(x, cfg), x * 2)
+        cfg["bias"] = 1.0
+        torch.testing.assert_close(jfn(x, cfg), x + 1.0)
+    assert thunder.cache_misses(jfn) == 2
