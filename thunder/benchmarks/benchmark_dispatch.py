@@ -76,6 +76,61 @@ class ScaledMLP(torch.nn.Module):
         return y * self.scale
 
 
+class Block(torch.nn.Module):
+    """A pre-norm transformer block: attention (causal, 2 heads) and an MLP, over a varying sequence."""
+
+    def __init__(self, width: int = 16, heads: int = 2):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
+        self.qkv, self.out = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
+        self.up, self.down = torch.nn.Linear(width, 4 * width), torch.nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        batch, length, width = x.shape
+        q, k, v = self.qkv(self.norm1(x)).reshape(batch, length, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        attention = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.out(attention.transpose(1, 2).reshape(batch, length, width))
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm2(x))))
+
+
+def centered_by_row(x):
+    return (x - x.mean(-1, keepdim=True)) / x.amax(-1, keepdim=True)
+
+
+def layer_norm_of_last_dim(x):
+    return torch.nn.functional.layer_norm(x, x.shape[-1:])
+
+
+def count_down(x, n):
+    while n > 0:
+        x = x * 2
+        n -= 1
+    return x
+
+
+def mask_below(x, n):
+    return x.masked_fill(torch.arange(x.shape[1]) < n, 0.0)
+
+
+def causal_mask(x):
+    length = x.shape[-1]
+    return x.masked_fill(torch.arange(length)[:, None] < torch.arange(length)[None, :], float("-inf")).softmax(-1)
+
+
+def slice_by_two_ints(x, start, stop):
+    return x[start:stop] * 2
+
+
+def chunk_halves(x):
+    a, b = x.chunk(2, dim=-1)
+    return a * torch.sigmoid(b)
+
+
+def outer_product(x, y):
+    return x[:, None] * y[None, :]
+
+
 def programs() -> dict[str, tuple[Callable, list[tuple]]]:
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16)).eval()
@@ -88,6 +143,15 @@ def programs() -> dict[str, tuple[Callable, list[tuple]]]:
         "branch on size": (branch_on_size, [(torch.randn(n, 16),) for n in (4, 6, 10, 12)]),
         "small module": (mlp, [(torch.randn(n, 16),) for n in (3, 5, 7, 9)]),
         "3 cached programs": (repeat_by_size, [(torch.randn(n, 16),) for n in (1, 2, 3)]),
+        "while on an int": (count_down, [(torch.randn(4, 16), n) for n in (1, 2, 3)]),
+        "transformer block": (Block().eval(), [(torch.randn(1, n, 16),) for n in (3, 5, 7, 9)]),
+        "keepdim reductions": (centered_by_row, [(torch.randn(n, 16),) for n in (3, 5, 7, 9)]),
+        "layer norm": (layer_norm_of_last_dim, [(torch.randn(4, n),) for n in (8, 12, 16, 24)]),
+        "mask from a size": (mask_below, [(torch.randn(4, n), n // 2) for n in (8, 12, 16, 24)]),
+        "causal mask": (causal_mask, [(torch.randn(2, n, n),) for n in (3, 5, 7, 9)]),
+        "slice by two ints": (slice_by_two_ints, [(torch.randn(12, 16), n, n + 3) for n in (1, 2, 4, 6)]),
+        "chunk": (chunk_halves, [(torch.randn(4, 2 * n),) for n in (3, 5, 7, 9)]),
+        "outer product": (outer_product, [(torch.randn(n), torch.randn(n + 2)) for n in (3, 5, 7, 9)]),
         "python arguments": (
             python_arguments,
             [(torch.randn(n, 16), None, {"scale": 2.0}, torch.float32, torch.relu) for n in (3, 5, 7, 9)],
@@ -139,13 +203,13 @@ def geometric_mean(values) -> float:
 
 
 def print_table(results: dict) -> None:
-    header = f"{'program':16}" + "".join(f"{m:>26}" for m in MODES)
+    header = f"{'program':20}" + "".join(f"{m:>26}" for m in MODES)
     print(header)
     for name, row in results.items():
         cells = "".join(f"{row[m]['median_us']:>14.1f} ±{row[m]['iqr_us']:<9.1f}" for m in MODES)
-        print(f"{name:16}{cells}")
+        print(f"{name:20}{cells}")
     means = {m: geometric_mean(row[m]["median_us"] for row in results.values()) for m in MODES}
-    print(f"{'geometric mean':16}" + "".join(f"{means[m]:>14.1f}{'':11}" for m in MODES))
+    print(f"{'geometric mean':20}" + "".join(f"{means[m]:>14.1f}{'':11}" for m in MODES))
     print("\nratios of the geometric means (lower is faster):")
     for m in MODES[1:]:
         print(
