@@ -10,6 +10,7 @@ logs each one as it happens (logger ``thunder_symbolic.recompiles``), in the spi
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import os
 import warnings
@@ -134,6 +135,7 @@ class MissRecordingCache(list):
     def _watch(self, prologue, index: int):
         rejections, failed_guards = self.rejections, self.failed_guards
 
+        @functools.wraps(prologue)
         def watched_prologue(*args, **kwargs):
             try:
                 result = prologue(*args, **kwargs)

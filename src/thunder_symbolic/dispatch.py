@@ -15,6 +15,8 @@ Everything else takes thunder's own path: a miss (which compiles), programs with
 from __future__ import annotations
 
 import functools
+from time import perf_counter_ns
+import types
 
 import thunder
 import torch
@@ -38,9 +40,36 @@ set_grad_enabled = torch._C._set_grad_enabled
 _LEAVES = (torch.Tensor, int, float, bool, str, type(None))  # flattened as themselves (thunder's none_is_leaf)
 
 
+# Arguments that hold no tensor and are not containers (a dtype, a callable): no need to flatten for them.
+_NOT_CONTAINERS = frozenset(
+    (int, float, bool, str, type(None), torch.dtype, torch.device, types.FunctionType, types.BuiltinFunctionType)
+)
+
+
+def _fewer_than_two_tensors(args, kwargs) -> bool:
+    """Whether the arguments certainly hold fewer than two tensors (then no two can share a storage)."""
+    pending, tensors = [*args, *kwargs.values()], 0
+    while pending:
+        a = pending.pop()
+        kind = type(a)
+        if isinstance(a, torch.Tensor):
+            tensors += 1
+            if tensors > 1:
+                return False
+        elif kind is list or kind is tuple:
+            pending.extend(a)
+        elif kind is dict:
+            pending.extend(a.values())
+        elif kind not in _NOT_CONTAINERS:
+            return False  # anything else may be a container thunder flattens: count exactly
+    return True
+
+
 def alias_groups(args, kwargs) -> str:
     """thunder's ``alias_tensor_indices``: groups of argument tensors sharing a storage, as "0,2-1,3"."""
     if kwargs or not all(type(a) in _LEAVES for a in args):
+        if _fewer_than_two_tensors(args, kwargs):
+            return ""
         args, _ = tree_flatten((args, kwargs))
     tensors = [(i, t) for i, t in enumerate(args) if type(t) is torch.Tensor and t.layout is torch.strided]
     if len(tensors) < 2:
@@ -181,13 +210,36 @@ def _positions_to_try(count: int, hinted: int | None):
             yield position
 
 
+_PROLOGUE_TIMER = "jit.<locals>.prologue_execution_timer.<locals>.wrapped"
+
+
+def thunder_prologue(prologue_fn):
+    """The prologue thunder compiled, inside the cache's watcher (``diagnostics``: the short path needs no
+    reasons, a miss retries every prologue on thunder's path) and thunder's timer of prologue executions
+    (whose statistics the short path keeps itself); else ``prologue_fn`` itself (late guards wrap it)."""
+    fn = getattr(prologue_fn, "__wrapped__", prologue_fn)
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_qualname != _PROLOGUE_TIMER or code.co_filename != thunder.__file__:
+        return prologue_fn
+    return dict(zip(code.co_freevars, fn.__closure__))["fn"].cell_contents
+
+
+def _raw(cache: dict, fn):
+    """``undecorated(fn)``, remembered per function."""
+    raw = cache.get(fn, _MISSING)
+    if raw is _MISSING:
+        raw = cache[fn] = undecorated(fn)
+    return raw
+
+
 def fast_call_path(thunder_call, compile_data, stats):
     """Wrap ``thunder_call`` (what ``thunder.jit`` built) with the shorter path for cache hits."""
     thunder_call = _declared_shape_errors_unwrapped(with_exact_shapes_for_autograd(thunder_call, compile_data, stats))
     distributed = getattr(compile_data.fn, "use_ddp", False) or getattr(compile_data.fn, "use_fsdp", False)
     check_aliases = not compile_data.compile_options.get("skip_inplace_alias_updates", False)
     cache_info_ctx = thunder._cache_info_ctx
-    raw_computations: dict = {}
+    raw_functions: dict = {}
+    prologues: dict = {}  # thunder's prologue of each cached one, without the watcher and timer
     compile_data_ctx, compile_data_and_stats = compile_data_module._compile_data, (compile_data, stats)
     hints = DispatchHints()
 
@@ -218,10 +270,16 @@ def fast_call_path(thunder_call, compile_data, stats):
                 entry = entries[position]
                 if entry.backward_fn is not None:
                     return thunder_call(*args, **kwargs)  # autograd: thunder's path connects it
+                prologue = prologues.get(entry.prologue_fn)
+                if prologue is None:
+                    prologue = prologues[entry.prologue_fn] = thunder_prologue(entry.prologue_fn)
+                stats.last_prologue_execution_start = perf_counter_ns()
                 try:
-                    inputs, to_epilogue = entry.prologue_fn(*args, **kwargs)
+                    inputs, to_epilogue = prologue(*args, **kwargs)
                 except Exception:  # noqa: BLE001  (as thunder: a failing check means "not this entry")
                     continue
+                finally:
+                    stats.last_prologue_execution_stop = perf_counter_ns()
                 if key is not None and position != hinted:
                     hints.remember(key, position)
                 break
@@ -243,18 +301,16 @@ def fast_call_path(thunder_call, compile_data, stats):
         stats.last_interpreted_instructions = None
         stats.last_interpreter_log = None
         compile_data.is_grad_enabled = grad_enabled
-        computation = raw_computations.get(entry.computation_fn, _MISSING)
-        if computation is _MISSING:
-            computation = raw_computations[entry.computation_fn] = undecorated(entry.computation_fn)
-        if computation is None:
+        computation, epilogue = (_raw(raw_functions, fn) for fn in (entry.computation_fn, entry.epilogue_fn))
+        if computation is None or epilogue is None:
             outputs = entry.computation_fn(*inputs)
-        else:
+            result = entry.epilogue_fn(*to_epilogue, *outputs)
+        else:  # both decorated with no_grad and no_autocast: one grad-mode switch for the two, autocast is off
             set_grad_enabled(False)
             try:
-                outputs = computation(*inputs)
+                result = epilogue(*to_epilogue, *computation(*inputs))
             finally:
                 set_grad_enabled(grad_enabled)
-        result = entry.epilogue_fn(*to_epilogue, *outputs)
         set_grad_enabled(compile_data.is_grad_enabled)
         return result
 

@@ -5,6 +5,7 @@ import thunder
 import torch
 from thunder.core.pytree import tree_flatten
 
+import thunder_symbolic
 from thunder_symbolic.dispatch import alias_groups
 from thunder_symbolic.testing import check_against_eager
 
@@ -27,8 +28,10 @@ def thunder_alias_groups(args, kwargs):
         lambda a, b: ((None, a, 3, a), {}),
         lambda a, b: (([a, b], a), {"c": b}),
         lambda a, b: ((a, 2.0, True, b[0]), {}),
+        lambda a, b: ((a, torch.float32, torch.relu, {"scale": 2.0}), {}),
+        lambda a, b: ((a, torch.float32, torch.relu, {"again": a[0]}), {}),
     ],
-    ids=["distinct", "views", "none-shifts-indices", "nested-and-kwargs", "numbers"],
+    ids=["distinct", "views", "none-shifts-indices", "nested-and-kwargs", "numbers", "one-tensor", "dict-view"],
 )
 def test_alias_groups_match_thunders_definition(make_args):
     args, kwargs = make_args(torch.randn(4, 3), torch.randn(2))
@@ -139,3 +142,17 @@ def test_a_hint_is_only_a_hint_the_prologue_decides():
         cfg["bias"] = 1.0
         torch.testing.assert_close(jfn(x, cfg), x + 1.0)
     assert thunder.cache_misses(jfn) == 2
+
+
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+def test_failing_tensor_and_number_checks_keep_thunders_verdict_and_message(cache):
+    def scaled(x, n):
+        return x * n
+
+    jfn = thunder.jit(scaled, cache=cache)
+    x = torch.randn(3, 2)
+    for args in [(x, 2), (x.double(), 2), (x, 2.0), (x.requires_grad_(False)[:, :1], 2)]:
+        torch.testing.assert_close(jfn(*args), scaled(*args))
+    reasons = " ".join(str(m) for m in thunder_symbolic.recompile_reasons(jfn))
+    assert "expected tensor with" in reasons and "torch.float64" in reasons  # thunder's own message
+    assert thunder.cache_misses(jfn) == (4 if cache == "constant values" else 3)

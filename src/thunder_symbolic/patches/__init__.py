@@ -21,6 +21,7 @@ from thunder_symbolic.patches import (
     core_utils,  # noqa: F401  thunder/core/utils.py
     dynamo_utils,  # noqa: F401  thunder/dynamo/utils.py
     executors_nvfuserex_impl,  # noqa: F401  thunder/executors/nvfuserex_impl.py
+    executors_pythonex,  # noqa: F401  thunder/executors/pythonex.py
     executors_torch_compile,  # noqa: F401  thunder/executors/torch_compile.py
     executors_torchex,  # noqa: F401  thunder/executors/torchex.py
     thunder_init,  # noqa: F401  thunder/__init__.py
