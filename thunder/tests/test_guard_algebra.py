@@ -256,3 +256,22 @@ def test_guards_dropped_as_implied_hold_wherever_the_kept_ones_hold(recorded):
         if all(evaluate(source, (d0, d1), n) is True for source in checked):
             for source in sources:
                 assert evaluate(source, (d0, d1), n) is True, (source, checked, (d0, d1, n))
+
+
+def test_inputs_kept_equal_are_one():
+    """``x.shape[0] == x.shape[1]`` kept: what is known of one holds for the other, before and after."""
+    symbols = Symbols()
+    facts = Facts(symbols)
+    for source, decided in [
+        ("x.shape[0] >= 2", None),
+        ("x.shape[0] == x.shape[1]", None),
+        ("x.shape[1] != 1", True),
+        ("x.shape[1] + 1 > 2", True),
+        ("n == x.shape[1]", None),
+        ("n > 0", True),
+        ("n - x.shape[0] == 0", True),
+    ]:
+        form = algebra.simplify(parse(source), symbols)[1]
+        assert facts.decide(form) is decided, source
+        if decided is None:
+            facts.learn(form)

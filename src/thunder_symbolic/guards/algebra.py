@@ -453,15 +453,21 @@ class Facts:
     bounds ``k - n`` above by -1, ``x.shape[0] > 8`` bounds the dim below by 9. A condition is decided
     (always true, or never) when its canonical form is a constant, when it was kept already, or when the
     range of its ``lhs - rhs`` settles it: the bound kept for that expression, or value-range analysis
-    over the inputs' ranges (dims are >= 0, narrowed by the bounds kept on them).
+    over the inputs' ranges (dims are >= 0, narrowed by the bounds kept on them). Two inputs kept equal
+    (``x.shape[0] == y.shape[0]``) are one: the later one is replaced by the earlier everywhere.
     """
 
     def __init__(self, symbols: Symbols):
         self.symbols = symbols
         self.known: set[sympy.Basic] = set()
         self.bounds: dict[sympy.Basic, tuple[Any, Any]] = {}
+        self.same: dict[sympy.Symbol, sympy.Symbol] = {}  # an input -> the earlier one it is kept equal to
+
+    def _one_for_equal_inputs(self, e: sympy.Basic) -> sympy.Basic:
+        return e.xreplace(self.same) if self.same and e.free_symbols & self.same.keys() else e
 
     def decide(self, condition: sympy.Basic) -> bool | None:
+        condition = self._one_for_equal_inputs(condition)
         if condition is sympy.true or condition is sympy.false:
             return bool(condition)
         if condition in self.known:
@@ -476,9 +482,12 @@ class Facts:
 
     def learn(self, condition: sympy.Basic) -> None:
         """Keep ``condition`` (one the caller knows to hold) and the bound it puts on what it compares."""
+        condition = self._one_for_equal_inputs(condition)
         self.known.add(condition)
         if not isinstance(condition, sympy.core.relational.Relational):
             return
+        if condition.rel_op == "==" and all(isinstance(side, sympy.Symbol) for side in condition.args):
+            return self._equal(*condition.args)
         constant, sign, term = _split(condition.lhs - condition.rhs)
         if term is None:
             return
@@ -495,6 +504,22 @@ class Facts:
             low, high = low + 1 if low == value else low, high - 1 if high == value else high
         if low <= high:
             self.bounds[term] = (low, high)
+
+    def _equal(self, a: sympy.Symbol, b: sympy.Symbol) -> None:
+        """Replace the later of two inputs kept equal by the earlier, in what is known and from now on."""
+        earlier, later = sorted((a, b), key=lambda s: int(s.name[1:]))
+        low, high = self._range(earlier)
+        later_low, later_high = self._range(later)
+        self.same = {s: (earlier if root == later else root) for s, root in self.same.items()}
+        self.same[later] = earlier
+        bounds, self.bounds = self.bounds, {}
+        for term, (term_low, term_high) in bounds.items():
+            term = term.xreplace(self.same)
+            if term in self.bounds:
+                term_low, term_high = max(term_low, self.bounds[term][0]), min(term_high, self.bounds[term][1])
+            self.bounds[term] = (term_low, term_high)
+        self.bounds[earlier] = (max(low, later_low), min(high, later_high))
+        self.known = {self._one_for_equal_inputs(c) for c in self.known}
 
     def _range(self, e: sympy.Basic) -> tuple[Any, Any]:
         """Bounds of the integer expression ``e``: the kept bound of ``e`` (up to sign and a constant),
@@ -539,12 +564,21 @@ def redundant(forms: list[sympy.Basic | None], symbols: Symbols) -> set[int]:
     """The positions of conditions the others imply, latest first: those can be dropped together (each
     one dropped is implied by what remains, which implies every one dropped before it)."""
     dropped: set[int] = set()
+    equalities = [f.args for f in forms if isinstance(f, sympy.Eq) and all(isinstance(a, sympy.Symbol) for a in f.args)]
     for i in reversed(range(len(forms))):
         if forms[i] is None:
             continue
+        related = set(forms[i].free_symbols)  # and the inputs kept equal to them
+        grown = True
+        while grown:
+            grown = False
+            for pair in equalities:
+                if not related.isdisjoint(pair) and not related.issuperset(pair):
+                    related.update(pair)
+                    grown = True
         facts = Facts(symbols)
         for j, other in enumerate(forms):
-            if j != i and j not in dropped and other is not None and other.free_symbols & forms[i].free_symbols:
+            if j != i and j not in dropped and other is not None and not related.isdisjoint(other.free_symbols):
                 facts.learn(other)
         if facts.decide(forms[i]) is True:
             dropped.add(i)
