@@ -32,7 +32,6 @@ from thunder_symbolic.guards import backward_watch
 
 __all__ = ["fast_call_path", "alias_groups", "undecorated", "needs_backward"]
 
-_MISSING = object()
 _EXACT_BACKWARD = "_thunder_symbolic_exact_backward"  # on a CompileData whose backward needs exact shapes: why
 set_grad_enabled = torch._C._set_grad_enabled
 
@@ -181,6 +180,10 @@ def _default_device() -> torch.device:
 _HINTED_TYPES = (int, float, bool, str, type(None))
 
 
+def _hint_of(a):
+    return a.shape if isinstance(a, torch.Tensor) else a if type(a) in _HINTED_TYPES else id(a)
+
+
 class DispatchHints(dict):
     """The position of the cache entry that last accepted a call, by a cheap key of the call's arguments
     (tensor shapes, numbers, strings; other objects by identity). Bounded: cleared past ``LIMIT`` keys."""
@@ -189,11 +192,7 @@ class DispatchHints(dict):
 
     @staticmethod
     def key(args, kwargs):
-        parts = [a.shape if isinstance(a, torch.Tensor) else a if type(a) in _HINTED_TYPES else id(a) for a in args]
-        for name, a in kwargs.items():
-            parts.append(name)
-            parts.append(a.shape if isinstance(a, torch.Tensor) else a if type(a) in _HINTED_TYPES else id(a))
-        return tuple(parts)
+        return (*map(_hint_of, args), *((name, _hint_of(a)) for name, a in kwargs.items()))
 
     def remember(self, key, position: int) -> None:
         if len(self) >= self.LIMIT:
@@ -224,12 +223,13 @@ def thunder_prologue(prologue_fn):
     return dict(zip(code.co_freevars, fn.__closure__))["fn"].cell_contents
 
 
-def _raw(cache: dict, fn):
-    """``undecorated(fn)``, remembered per function."""
-    raw = cache.get(fn, _MISSING)
-    if raw is _MISSING:
-        raw = cache[fn] = undecorated(fn)
-    return raw
+def _hit_functions(entry) -> tuple:
+    """What a hit on ``entry`` runs: its prologue (see :func:`thunder_prologue`), and its computation and
+    epilogue without their decorators (None for both unless both have them)."""
+    computation, epilogue = undecorated(entry.computation_fn), undecorated(entry.epilogue_fn)
+    if computation is None or epilogue is None:
+        computation = epilogue = None
+    return thunder_prologue(entry.prologue_fn), computation, epilogue
 
 
 def fast_call_path(thunder_call, compile_data, stats):
@@ -238,8 +238,7 @@ def fast_call_path(thunder_call, compile_data, stats):
     distributed = getattr(compile_data.fn, "use_ddp", False) or getattr(compile_data.fn, "use_fsdp", False)
     check_aliases = not compile_data.compile_options.get("skip_inplace_alias_updates", False)
     cache_info_ctx = thunder._cache_info_ctx
-    raw_functions: dict = {}
-    prologues: dict = {}  # thunder's prologue of each cached one, without the watcher and timer
+    hit_functions: dict = {}  # by the cached entry's prologue_fn: _hit_functions(entry)
     compile_data_ctx, compile_data_and_stats = compile_data_module._compile_data, (compile_data, stats)
     hints = DispatchHints()
 
@@ -270,9 +269,10 @@ def fast_call_path(thunder_call, compile_data, stats):
                 entry = entries[position]
                 if entry.backward_fn is not None:
                     return thunder_call(*args, **kwargs)  # autograd: thunder's path connects it
-                prologue = prologues.get(entry.prologue_fn)
-                if prologue is None:
-                    prologue = prologues[entry.prologue_fn] = thunder_prologue(entry.prologue_fn)
+                functions = hit_functions.get(entry.prologue_fn)
+                if functions is None:
+                    functions = hit_functions[entry.prologue_fn] = _hit_functions(entry)
+                prologue, computation, epilogue = functions
                 stats.last_prologue_execution_start = perf_counter_ns()
                 try:
                     inputs, to_epilogue = prologue(*args, **kwargs)
@@ -301,8 +301,7 @@ def fast_call_path(thunder_call, compile_data, stats):
         stats.last_interpreted_instructions = None
         stats.last_interpreter_log = None
         compile_data.is_grad_enabled = grad_enabled
-        computation, epilogue = (_raw(raw_functions, fn) for fn in (entry.computation_fn, entry.epilogue_fn))
-        if computation is None or epilogue is None:
+        if computation is None:
             outputs = entry.computation_fn(*inputs)
             result = entry.epilogue_fn(*to_epilogue, *outputs)
         else:  # both decorated with no_grad and no_autocast: one grad-mode switch for the two, autocast is off

@@ -586,15 +586,14 @@ def redundant(forms: list[sympy.Basic | None], symbols: Symbols) -> set[int]:
 
 
 def _bounded_remainders(e: sympy.Basic, ranges: dict) -> sympy.Basic | None:
-    """``e`` with each ``a % c`` (``c`` a nonzero int) replaced by a fresh symbol over Python's remainder
-    range for ``c``; None when ``e`` has another remainder. torch's value ranges assume a remainder has
-    the sign of its dividend (``-n % 3`` in ``[-2, 0]``), as in C, where Python's has the divisor's."""
-    remainders = [m for m in e.atoms(PythonMod, sympy.Mod)]
-    for index, remainder in enumerate(remainders):
+    """``e`` with each ``a % c`` (``c`` a positive int, the only remainders in the algebra) replaced by a
+    fresh symbol over ``[0, c - 1]``; None when ``e`` has another remainder. torch's value ranges give a
+    remainder the sign of its dividend (``-n % 3`` in ``[-2, 0]``), as in C; Python's is in ``[0, c - 1]``."""
+    for index, remainder in enumerate(e.atoms(PythonMod, sympy.Mod)):
         divisor = remainder.args[1]
-        if not divisor.is_Integer or divisor == 0:
+        if not (divisor.is_Integer and divisor > 0):
             return None
         stand_in = sympy.Symbol(f"_remainder{index}", integer=True)
-        ranges[stand_in] = ValueRanges(0, int(divisor) - 1) if divisor > 0 else ValueRanges(int(divisor) + 1, 0)
+        ranges[stand_in] = ValueRanges(0, int(divisor) - 1)
         e = e.xreplace({remainder: stand_in})
     return e
