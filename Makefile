@@ -1,5 +1,10 @@
 # Every target builds (or reuses) the cached environment first: see scripts/venv.sh.
-PY := .venv/bin/python
+# TORCH=2.14 (any supported series: requirements/torch-*.txt) runs a target in that torch's environment.
+empty :=
+TORCH_SERIES := $(subst $(empty) $(empty),.,$(wordlist 1,2,$(subst ., ,$(TORCH))))
+VENV := $(if $(TORCH),.venv-torch-$(TORCH_SERIES),.venv)
+PY := $(VENV)/bin/python
+export TORCH
 
 .PHONY: venv test bench fuzz demo status gpu
 
@@ -11,7 +16,7 @@ test: venv
 
 # The main job: tensor-parallel inference on CPU over 2 ranks, constant vs symbolic values.
 bench: venv
-	OMP_NUM_THREADS=1 .venv/bin/torchrun --nproc-per-node 2 thunder/benchmarks/benchmark_inference.py \
+	OMP_NUM_THREADS=1 $(VENV)/bin/torchrun --nproc-per-node 2 thunder/benchmarks/benchmark_inference.py \
 		--mode thunder --compare-cache --save-results --output-dir results
 
 # The long fuzzing profile (random programs; THUNDER_SYMBOLIC_FUZZ_EXAMPLES, default 2000).
@@ -26,4 +31,4 @@ status: venv
 
 # Every check that needs a CUDA GPU (nvFuser fusions, CUDA test variants, a single-GPU benchmark run).
 gpu: venv
-	./scripts/gpu_checks.sh
+	PYTHON=$(PY) ./scripts/gpu_checks.sh
