@@ -1,45 +1,55 @@
 """Imported at interpreter start-up by ``thunder_symbolic.pth``: arranges for the patch set to be
-applied as soon as ``thunder`` is imported, in any process (torchrun workers included).
+applied when ``thunder`` is imported, in any process (torchrun workers included).
+
+Activation has two halves around thunder's own code: before it runs, ``thunder_symbolic.prepare()``
+checks the versions and installs the import patches (changes thunder's modules need while they
+execute on newer torch); after it, ``thunder_symbolic.apply()`` patches thunder's functions. A
+meta-path finder gives thunder a loader that does exactly that.
 
 Kept tiny and free of heavy imports, because every Python process of this environment runs it.
-``THUNDER_SYMBOLIC=0`` turns activation off.
+``THUNDER_SYMBOLIC=0`` turns the patch set off; the import patches stay (thunder 0.2.6 does not import
+on torch >= 2.13 without them, and they change none of its behaviour).
 """
 
-import os
+import importlib.abc
+import importlib.util
 import sys
 
 
-class _TorchVersionCheck:
-    """Meta-path finder that only looks: before thunder's first import, warn when the installed torch
-    is one lightning-thunder 0.2.6 cannot import with, since its own error comes from deep inside."""
+class _ActivatingLoader(importlib.abc.Loader):
+    """thunder's own loader, with the patch set prepared before its code runs and applied after."""
 
-    @staticmethod
-    def find_spec(name, path=None, target=None):
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        import thunder_symbolic  # thunder is being imported: importing the package does not apply it
+
+        enabled = thunder_symbolic.enabled_by_environment() and thunder_symbolic.prepare()
+        if not enabled:
+            thunder_symbolic.install_import_patches()
+        self._loader.exec_module(module)
+        if enabled:
+            thunder_symbolic.apply()
+
+    def __getattr__(self, name):  # resource readers and the like are the original loader's
+        return getattr(self._loader, name)
+
+
+class _ThunderFinder(importlib.abc.MetaPathFinder):
+    """Finds ``thunder`` through the other finders, once, and hands it the activating loader."""
+
+    def find_spec(self, name, path=None, target=None):
         if name != "thunder":
-            return
-        sys.meta_path.remove(_TorchVersionCheck)
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            major, minor = (int(part) for part in version("torch").split(".")[:2])
-        except (PackageNotFoundError, ValueError):
-            return
-        if (major, minor) >= (2, 13):
-            import warnings
-
-            warnings.warn(
-                f"lightning-thunder 0.2.6 does not import on torch {version('torch')} (torch >= 2.13 removed "
-                "named-tensor methods); thunder-symbolic supports torch>=2.9,<2.10.",
-                stacklevel=2,
-            )
-        return
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ActivatingLoader(spec.loader)
+        return spec
 
 
-if os.environ.get("THUNDER_SYMBOLIC", "1").strip().lower() not in ("0", "false", "no", "off"):
-    import wrapt
-
-    def _apply_on_import(_thunder_module):
-        import thunder_symbolic  # noqa: F401  (importing the package applies the patch set)
-
-    sys.meta_path.insert(0, _TorchVersionCheck)
-    wrapt.register_post_import_hook(_apply_on_import, "thunder")
+sys.meta_path.insert(0, _ThunderFinder())

@@ -7,23 +7,13 @@ plain ``import thunder`` applies it too, through ``thunder_symbolic.pth``. :func
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 import warnings
 
 from thunder_symbolic import _registry
 from thunder_symbolic._compat import SUPPORTED_RANGE, unsupported_reason
-from thunder_symbolic._status import Status, status
-from thunder_symbolic.controls import (
-    STATIC,
-    DeclaredShapeError,
-    Dim,
-    RecompileLimitExceeded,
-    RecompileLimitWarning,
-    fail_on_recompile,
-    mark_dynamic,
-    mark_static,
-)
-from thunder_symbolic.diagnostics import Miss, Program, explain, recompile_reasons
 
 __all__ = [
     "STATIC",
@@ -48,6 +38,32 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
+# The public API that needs thunder is imported on first use, so that importing this package does not
+# import thunder: thunder's import must be able to import it first (see ``prepare``).
+_LAZY = {
+    "thunder_symbolic.controls": (
+        "STATIC",
+        "DeclaredShapeError",
+        "Dim",
+        "RecompileLimitExceeded",
+        "RecompileLimitWarning",
+        "fail_on_recompile",
+        "mark_dynamic",
+        "mark_static",
+    ),
+    "thunder_symbolic.diagnostics": ("Miss", "Program", "explain", "recompile_reasons"),
+    "thunder_symbolic._status": ("Status", "status"),
+}
+
+
+def __getattr__(name: str):
+    for module_name, names in _LAZY.items():
+        if name in names:
+            value = getattr(importlib.import_module(module_name), name)
+            globals()[name] = value
+            return value
+    raise AttributeError(f"module 'thunder_symbolic' has no attribute {name!r}")
+
 
 class ThunderSymbolicWarning(UserWarning):
     """Issued when the patch set cannot be applied (for example on an unsupported thunder)."""
@@ -61,23 +77,66 @@ def enabled_by_environment() -> bool:
     return os.environ.get("THUNDER_SYMBOLIC", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+def _thunder_version() -> str:
+    thunder = sys.modules.get("thunder")
+    if getattr(thunder, "__version__", None):
+        return thunder.__version__
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lightning-thunder")
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def _thunder_is_being_imported() -> bool:
+    return getattr(getattr(sys.modules.get("thunder"), "__spec__", None), "_initializing", False)
+
+
+def install_import_patches() -> None:
+    """Install the import patches: torch changes that thunder's modules need while they execute (thunder 0.2.6
+    does not import on torch >= 2.13 without them). They change no behaviour of thunder, so they are installed
+    even when ``THUNDER_SYMBOLIC=0`` turns the patch set off. Does not import thunder."""
+    import torch
+
+    from thunder_symbolic import import_patches  # noqa: F401  (registers every import patch)
+
+    too_late = _registry.install_import_patches()
+    if too_late:
+        warnings.warn(
+            f"thunder-symbolic was applied after {', '.join(too_late)} had been imported without its import patch "
+            f"(torch {torch.__version__}); import thunder_symbolic before thunder",
+            ThunderSymbolicWarning,
+            stacklevel=3,
+        )
+
+
+def prepare() -> bool:
+    """The part of :func:`apply` that must come before thunder's own code runs: check the versions and
+    install the import patches. Does not import thunder. Returns False, with a
+    :class:`ThunderSymbolicWarning`, on unsupported versions."""
+    global _refused
+    import torch
+
+    _refused = unsupported_reason(_thunder_version(), torch.__version__)
+    if _refused is not None:
+        warnings.warn(_refused, ThunderSymbolicWarning, stacklevel=3)
+        return False
+    install_import_patches()
+    return True
+
+
 def apply() -> bool:
     """Apply the patch set to the installed thunder (a no-op when already applied).
 
     Returns True when the patches are active. On an unsupported thunder or torch version nothing is
     patched: a :class:`ThunderSymbolicWarning` names the supported versions and False is returned.
     """
-    global _refused
     if _registry.is_active():
         return True
-    import torch
-
-    import thunder
-
-    _refused = unsupported_reason(getattr(thunder, "__version__", "unknown"), torch.__version__)
-    if _refused is not None:
-        warnings.warn(_refused, ThunderSymbolicWarning, stacklevel=2)
+    if not prepare():
         return False
+    import thunder  # noqa: F401  (with the import patches in place)
     from thunder_symbolic import patches  # noqa: F401  (registers every patch)
 
     _registry.apply_all()
@@ -85,7 +144,9 @@ def apply() -> bool:
 
 
 def revert() -> None:
-    """Restore upstream thunder: every patched function, and every module binding of it, is the original again."""
+    """Restore upstream thunder: every patched function, and every module binding of it, is the original again.
+
+    Import patches stay: they only let thunder's modules execute on this torch."""
     _registry.revert_all()
 
 
@@ -98,5 +159,7 @@ def refused_reason() -> str | None:
     return _refused
 
 
-if enabled_by_environment():
+# Imported by thunder's own import (``thunder_symbolic_autoload``), which prepares and applies around
+# thunder's code; imported by a user, it applies now.
+if enabled_by_environment() and not _thunder_is_being_imported():
     apply()

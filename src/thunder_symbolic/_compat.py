@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 
 SUPPORTED_THUNDER = "0.2.6"
-SUPPORTED_TORCH = ((2, 9),)  # major.minor series tested (2.9.1); thunder 0.2.6 does not import on torch >= 2.13
-SUPPORTED_RANGE = "lightning-thunder==0.2.6 with torch>=2.9,<2.10 (tested: torch 2.9.1)"
+SUPPORTED_TORCH = ((2, 9), (2, 14))  # first and last major.minor series, each tested (requirements/torch-*.txt)
+SUPPORTED_RANGE = "lightning-thunder==0.2.6 with torch>=2.9,<2.15 (tested: 2.9.1, 2.10.0, 2.12.1, 2.14.1)"
 
 
-def _major_minor(version: str) -> tuple[int, int] | None:
+def series(version: str) -> tuple[int, int] | None:
+    """``"2.14.1+cu130"`` -> ``(2, 14)``; None for a string that names no release."""
     match = re.match(r"(\d+)\.(\d+)", version)
     return (int(match[1]), int(match[2])) if match else None
 
@@ -23,7 +24,8 @@ def unsupported_reason(thunder_version: str, torch_version: str) -> str | None:
     problems = []
     if thunder_version != SUPPORTED_THUNDER:
         problems.append(f"lightning-thunder {thunder_version}")
-    if _major_minor(torch_version) not in SUPPORTED_TORCH:
+    torch_series = series(torch_version)
+    if torch_series is None or not SUPPORTED_TORCH[0] <= torch_series <= SUPPORTED_TORCH[1]:
         problems.append(f"torch {torch_version}")
     if not problems:
         return None

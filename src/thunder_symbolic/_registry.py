@@ -6,11 +6,21 @@ request it concerns. Applying a patch replaces the target
 *and every other module-level binding of the same object*: thunder modules bind names with
 ``from ... import ...``, so setting the attribute on its home module alone would leave stale copies
 behind. Patches whose module is not imported yet are applied by a post-import hook when it is.
+
+A few changes cannot wait for the import: on newer torch, thunder's modules fail *while they execute*
+(a table naming a torch method that was removed). An :class:`ImportPatch` is a context manager that
+surrounds the execution of one thunder module: :func:`install_import_patches` puts a meta-path finder
+first that hands such a module a loader running the patch around the module's own code. It must be
+installed before ``thunder`` is imported (``thunder_symbolic.apply`` does it first;
+``thunder_symbolic_autoload`` does it just before thunder's own code runs), so import patches live in
+modules that import torch only (:mod:`thunder_symbolic.import_patches`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import importlib.abc
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, is_dataclass
@@ -18,7 +28,19 @@ from typing import Any
 
 import wrapt
 
-__all__ = ["AppliedPatch", "Patch", "applied_patches", "apply_all", "patch", "registered_patches", "revert_all"]
+__all__ = [
+    "AppliedPatch",
+    "ImportPatch",
+    "Patch",
+    "applied_patches",
+    "apply_all",
+    "import_patch",
+    "install_import_patches",
+    "patch",
+    "registered_import_patches",
+    "registered_patches",
+    "revert_all",
+]
 
 
 @dataclass(frozen=True)
@@ -218,3 +240,103 @@ def import_target_modules() -> None:
     no stale binding is left)."""
     for module_name in dict.fromkeys(p.module_name for p in _registry if p.is_available()):
         importlib.import_module(module_name)
+
+
+@dataclass(frozen=True)
+class ImportPatch:
+    """A change made while one thunder module executes: ``around()`` is a context manager entered before
+    the module's code runs and left after it (given the module), for this torch only when ``needed()``."""
+
+    module_name: str
+    summary: str
+    why: str
+    upstream: str
+    around: Callable[[], contextlib.AbstractContextManager]
+    needed: Callable[[], bool]
+
+    @property
+    def target(self) -> str:
+        return f"{self.module_name} (while it is imported)"
+
+    @property
+    def defined_in(self) -> str:
+        return self.around.__module__
+
+
+_import_patches: list[ImportPatch] = []
+_import_patched: set[str] = set()  # module names whose import ran their patches
+
+
+def import_patch(module_name: str, *, summary: str, why: str, needed: Callable[[], bool], upstream: str = ""):
+    """Register the decorated context-manager factory to surround the execution of ``module_name``.
+
+    The factory's context manager yields a callable that receives the executed module (to tidy up
+    what was put in place for it)."""
+
+    def register(around: Callable[[], contextlib.AbstractContextManager]):
+        if any(p.module_name == module_name for p in _import_patches):
+            raise ValueError(f"{module_name} has an import patch already")
+        _import_patches.append(ImportPatch(module_name, summary, why, upstream, around, needed))
+        return around
+
+    return register
+
+
+def registered_import_patches() -> tuple[ImportPatch, ...]:
+    return tuple(_import_patches)
+
+
+def import_patched(module_name: str) -> bool:
+    """Whether ``module_name``'s import ran its import patch in this process."""
+    return module_name in _import_patched
+
+
+class _PatchedLoader(importlib.abc.Loader):
+    def __init__(self, loader: importlib.abc.Loader, import_patch_: ImportPatch):
+        self._loader = loader
+        self._patch = import_patch_
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        with self._patch.around() as finish:
+            self._loader.exec_module(module)
+            finish(module)
+        _import_patched.add(module.__name__)
+
+    def __getattr__(self, name):  # resource readers and the like are the original loader's
+        return getattr(self._loader, name)
+
+
+class _ImportPatchFinder(importlib.abc.MetaPathFinder):
+    """Finds a module with a needed import patch through the other finders and wraps its loader."""
+
+    def find_spec(self, name, path=None, target=None):
+        found = next((p for p in _import_patches if p.module_name == name and p.needed()), None)
+        if found is None:
+            return None
+        others = [finder for finder in sys.meta_path if finder is not self]
+        spec = next(
+            (s for finder in others if (s := getattr(finder, "find_spec", lambda *a: None)(name, path, target))),
+            None,
+        )
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _PatchedLoader(spec.loader, found)
+        return spec
+
+
+_finder = _ImportPatchFinder()
+
+
+def install_import_patches() -> list[str]:
+    """Put the import-patch finder first on ``sys.meta_path`` (once). Returns the modules with a needed
+    import patch that were imported before it, unpatched: their import has failed or will misbehave."""
+    if _finder not in sys.meta_path:
+        sys.meta_path.insert(0, _finder)
+    return [
+        p.module_name
+        for p in _import_patches
+        if p.needed() and p.module_name in sys.modules and p.module_name not in _import_patched
+    ]

@@ -6,14 +6,17 @@ import platform
 import sys
 from dataclasses import dataclass
 
+from thunder_symbolic import _registry
 from thunder_symbolic.controls import CONTROLS
 
 
 @dataclass(frozen=True)
 class PatchInfo:
     target: str
-    state: str  # "applied", "pending import", "unavailable: <what it needs>" or "not applied"
-    kind: str  # "wraps", "replaces" or "adds"
+    # "applied", "pending import", "unavailable: <what it needs>", "not applied"; import patches:
+    # "applied at import", "not needed on torch <version>", "pending import" or "imported before it: not applied"
+    state: str
+    kind: str  # "wraps", "replaces", "adds" or "at import"
     summary: str
     why: str
     upstream: str
@@ -25,6 +28,7 @@ class Status:
     thunder_version: str
     torch_version: str
     python_version: str
+    nvfuser: str
     active: bool
     activation: str
     patches: tuple[PatchInfo, ...]
@@ -33,6 +37,7 @@ class Status:
         lines = [
             f"thunder-symbolic {__import__('thunder_symbolic').__version__}",
             f"  lightning-thunder {self.thunder_version}, torch {self.torch_version}, Python {self.python_version}",
+            f"  nvFuser: {self.nvfuser}",
             f"  activation: {self.activation}",
             f"  patches ({len(self.patches)}):",
         ]
@@ -52,7 +57,7 @@ def status() -> Status:
 
     import thunder
     import thunder_symbolic
-    from thunder_symbolic import _registry, patches  # noqa: F401  (patches: so that the list is complete)
+    from thunder_symbolic import import_patches, patches  # noqa: F401  (so that the lists are complete)
 
     applied = {a.patch.target for a in _registry.applied_patches()}
     pending = _registry.pending_modules()
@@ -75,6 +80,7 @@ def status() -> Status:
                 p.defined_in,
             )
         )
+    infos += [_import_patch_info(p, torch.__version__) for p in _registry.registered_import_patches()]
     if _registry.is_active():
         activation = "on"
     elif thunder_symbolic.refused_reason():
@@ -87,7 +93,37 @@ def status() -> Status:
         thunder_version=getattr(thunder, "__version__", "unknown"),
         torch_version=torch.__version__,
         python_version=f"{platform.python_version()} ({sys.implementation.name})",
+        nvfuser=_nvfuser_state(),
         active=_registry.is_active(),
         activation=activation,
         patches=tuple(infos),
     )
+
+
+def _import_patch_info(p, torch_version: str) -> PatchInfo:
+    if _registry.import_patched(p.module_name):
+        state = "applied at import"
+    elif not p.needed():
+        state = f"not needed on torch {torch_version}"
+    elif p.module_name in sys.modules:
+        state = "imported before it: not applied"
+    else:
+        state = "pending import"
+    return PatchInfo(p.target, state, "at import", p.summary, p.why, p.upstream, p.defined_in)
+
+
+def _nvfuser_state() -> str:
+    """nvFuser's version and whether thunder can use it here; its wheels exist for torch 2.9 and 2.10 only."""
+    from importlib.metadata import PackageNotFoundError, packages_distributions, version
+
+    from thunder.executors.nvfuserex import nvfuser_available
+
+    found = packages_distributions()
+    distributions = found.get("nvfuser_direct", []) + found.get("nvfuser", [])
+    if not distributions:
+        return "not installed (wheels exist for torch 2.9 and 2.10: the extras nvfuser-torch29, nvfuser-torch210)"
+    try:
+        installed = f"{distributions[0]} {version(distributions[0])}"
+    except PackageNotFoundError:
+        installed = distributions[0]
+    return f"{installed}, " + ("usable" if nvfuser_available() else "unavailable here (it needs a CUDA GPU)")

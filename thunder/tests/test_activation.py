@@ -1,5 +1,6 @@
 """Installation and activation: a plain ``import thunder`` runs patched, in any process, with an opt-out."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -104,10 +105,11 @@ def test_every_patch_is_applied_and_listed():
     _registry.import_target_modules()
     report = thunder_symbolic.status()
     assert report.active and report.activation == "on"
-    assert {p.target for p in report.patches} == {p.target for p in _registry.registered_patches()}
+    at_import = {p.target for p in _registry.registered_import_patches()}
+    assert {p.target for p in report.patches} == {p.target for p in _registry.registered_patches()} | at_import
     usable = {p.target for p in _registry.registered_patches() if p.is_available()}
     assert all(p.state == "applied" for p in report.patches if p.target in usable)
-    assert all(p.state.startswith("unavailable: ") for p in report.patches if p.target not in usable)
+    assert all(p.state.startswith("unavailable: ") for p in report.patches if p.target not in usable | at_import)
     assert all(p.summary and p.why for p in report.patches)
 
 
@@ -140,13 +142,19 @@ def test_unsupported_thunder_version_is_refused_with_a_clear_message():
     assert lines[2].startswith("refused:")
 
 
-@pytest.mark.parametrize("torch_version", ["2.13.0", "2.8.0"])
+@pytest.mark.parametrize("torch_version", ["2.15.0", "2.8.0", "3.0.0"])
 def test_unsupported_torch_version_is_named(torch_version):
     from thunder_symbolic._compat import unsupported_reason
 
     message = unsupported_reason("0.2.6", torch_version)
     assert f"torch {torch_version}" in message and SUPPORTED_RANGE in message
-    assert unsupported_reason("0.2.6", "2.9.1+cu128") is None
+
+
+@pytest.mark.parametrize("torch_version", ["2.9.1+cu128", "2.10.0", "2.12.1", "2.13.0", "2.14.1+cu130"])
+def test_supported_torch_versions_are_accepted(torch_version):
+    from thunder_symbolic._compat import unsupported_reason
+
+    assert unsupported_reason("0.2.6", torch_version) is None
 
 
 def test_installed_thunder_is_imported_from_the_repository_root():
@@ -155,3 +163,30 @@ def test_installed_thunder_is_imported_from_the_repository_root():
     result = run_python("import thunder; print(thunder.__file__)", cwd=str(REPO))
     assert result.returncode == 0, result.stderr
     assert "site-packages" in result.stdout and str(REPO / "thunder" / "__init__") not in result.stdout
+
+
+def test_importing_the_package_first_applies_it_without_the_start_up_hook():
+    # Without the hook of thunder_symbolic.pth (a `python -S` or a custom site), importing the package
+    # installs the import patches before it imports thunder itself, then applies the patch set.
+    code = """
+    import json, sys
+    sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "_ThunderFinder"]
+    import thunder_symbolic, thunder
+    states = [p.state for p in thunder_symbolic.status().patches if p.kind == "at import"]
+    print(json.dumps([thunder_symbolic.is_active(), states]))
+    """
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    active, states = json.loads(result.stdout.splitlines()[-1])
+    assert active and states
+    assert all(state == "applied at import" or state.startswith("not needed on torch") for state in states)
+
+
+def test_opt_out_keeps_the_import_patches_only():
+    code = """
+    import thunder, thunder_symbolic
+    print(thunder_symbolic.is_active(), thunder_symbolic.status().activation)
+    """
+    result = run_python(code, env={"THUNDER_SYMBOLIC": "0"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "False off (THUNDER_SYMBOLIC=0)"
