@@ -101,9 +101,15 @@ def describe(record: ProvenanceRecord, skip: frozenset[int] = frozenset()) -> st
 
 
 def _stable_builtin(value: Any) -> bool:
-    """A builtin function bound to a module or a class (``torch.tanh``): the same object on every read."""
+    """A builtin function of no object or of a module (``torch.tanh``): the same object on every read."""
     owner = getattr(value, "__self__", None)
-    return owner is None or isinstance(owner, (types.ModuleType, type))
+    return owner is None or isinstance(owner, types.ModuleType)
+
+
+def _class_builtin(value: Any) -> bool:
+    """A builtin bound to a class (a C classmethod such as ``MyFunction.apply`` on torch >= 2.13): each read
+    makes a new object, equal to the others (same class, same C function)."""
+    return isinstance(value, types.BuiltinFunctionType) and isinstance(getattr(value, "__self__", None), type)
 
 
 def guard_for(value: Any) -> tuple[str, Any] | None:
@@ -113,6 +119,8 @@ def guard_for(value: Any) -> tuple[str, Any] | None:
         return None
     if isinstance(value, _IDENTITY_TYPES) or isinstance(value, types.BuiltinFunctionType) and _stable_builtin(value):
         return "is", value
+    if _class_builtin(value):
+        return "==", value
     if type(value) in (tuple, list, set, frozenset):
         return "len", (type(value), len(value))
     if type(value) is dict:
@@ -128,6 +136,7 @@ _expected: dict[int, Any] = {}
 # How each kind of check reads, for value ``o`` and expected object ``e`` (see guard_for).
 _FAILS = {
     "is": "{o} is not {e}",
+    "==": "{o} != {e}",
     "len": "type({o}) is not {e}[0] or len({o}) != {e}[1]",
     "keys": "type({o}) is not dict or tuple({o}) != {e}[1]",
     "contiguous": "{o}.is_contiguous(memory_format={e}[0]) is not {e}[1]",
@@ -176,8 +185,8 @@ def _name_of(value: Any) -> str:
 
 def render(kind: str, expected: Any, path: str) -> str:
     """The check as Python a user would write, for the prologue trace and ``recompile_reasons``."""
-    if kind == "is":
-        return f"{path} is {_name_of(expected)}"
+    if kind in ("is", "=="):
+        return f"{path} {kind} {_name_of(expected)}"
     if kind == "contiguous":
         return f"{path}.is_contiguous(memory_format={expected[0]}) is {expected[1]}"
     if kind == "len":

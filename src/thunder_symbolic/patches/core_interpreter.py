@@ -57,3 +57,25 @@ def _index_with_index_value(getitem):
 def _provenance_lookaside_map(original):
     replaced = {seq.__getitem__: _index_with_index_value(original[seq.__getitem__]) for seq in (list, tuple)}
     return {**original, **replaced}
+
+
+def _is_pybind11_function_record(obj) -> bool:
+    return type(obj).__name__.startswith("pybind11_detail_function_record")
+
+
+@patch(
+    "thunder.core.interpreter:is_pycapsule",
+    summary="a pybind11 function record counts as a capsule: a builtin bound to one is called as it is",
+    why=(
+        "From torch 2.12 a DTensor placement (`Shard(0)`) is a pybind11 class whose `__init__` is a builtin "
+        "bound to a function record. The interpreter looked the method up on the record's type and called its "
+        "`__init__` with the record: pybind11 aborts the process ('UNEXPECTED CALL OF "
+        "function_record_PyTypeObject_methods::tp_init_impl'). Capsules are already exempt for the same reason: "
+        "their type has none of the methods bound to them."
+    ),
+)
+def _is_pycapsule(original):
+    def is_pycapsule(x) -> bool:
+        return original(x) or _is_pybind11_function_record(x)
+
+    return is_pycapsule

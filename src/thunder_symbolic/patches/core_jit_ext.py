@@ -22,9 +22,11 @@ from thunder.core.interpreter import (
 from thunder.core.jit_ext import get_jit_ctx
 from thunder.core.proxies import AnyProxy, IntegerProxy, NumberProxy, StringProxy, TensorProxy, variableify
 from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
+from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
+from thunder_symbolic.autograd_apply import BUILTIN_APPLY_KEY, builtin_apply_owner
 from thunder_symbolic.guards import algebra
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards import values as value_guards
@@ -36,12 +38,15 @@ UPSTREAM = "Lightning-AI/lightning-thunder#463"
 
 
 class _LookasideMap(dict):
-    """thunder's general-jit lookaside table, extended by the functions marked :func:`thunder_symbolic.opaque.opaque`."""
+    """thunder's general-jit lookaside table, extended by the functions marked :func:`thunder_symbolic.opaque.opaque`
+    and by torch's builtin ``Function.apply`` (torch >= 2.13; see :mod:`thunder_symbolic.autograd_apply`)."""
 
     def get(self, fn, default=None):
         found = dict.get(self, fn, None)
         if found is None and is_opaque(fn):
             return interpreter_needs_wrap(fn)
+        if found is None and (owner := builtin_apply_owner(fn)) is not None:
+            return partial(dict.__getitem__(self, BUILTIN_APPLY_KEY), wrap_const(owner))
         return default if found is None else found
 
 
@@ -50,14 +55,19 @@ class _LookasideMap(dict):
     summary="guard recorders run natively, not interpreted; min/max of two numbers and torch.sym_max/min stay "
     "symbolic; isinstance(dtensor, DTensor) is True for DTensor proxies; setting an attribute of the jitted "
     "function or module itself is refused with an error naming the statement; in user code, type() and "
-    "isinstance() of a symbolic number answer with its Python type, str/repr/format give its digits (pinned)",
+    "isinstance() of a symbolic number answer with its Python type, str/repr/format give its digits (pinned); "
+    "torch.fx generates a lazy graph module's code natively; a custom Function's C apply (torch >= 2.13) "
+    "reaches its lookaside, and Dynamo's autograd_function_apply its lookaside in torch >= 2.12's form",
     why=(
         "Guard recorders run inside NumberProxy methods that traced code reaches; interpreting them would trace "
         "them. 0.2.6's isinstance answers for a DTensor proxy as for a plain tensor, so code that unwraps "
         "DTensors (`w.to_local() if isinstance(w, DTensor) else w`) took the wrong branch and failed. And it "
         "applies `self.step += 1` in the epilogue for submodules only: on the jitted module itself it was "
         "silently dropped (the epilogue has no handle on it). `isinstance(n, int)` was False and "
-        "`str(x.shape[0])` the proxy's description: wrong branches and strings from the first call."
+        "`str(x.shape[0])` the proxy's description: wrong branches and strings from the first call. From torch "
+        "2.12 split_module (thunderfx) builds lazy graph modules whose first call generates their code: "
+        "interpreted, that failed on every graph ('MappingKeysView' has no len()); and its autograd_function_apply "
+        "lost `args_tensor_mask` (KeyError for any custom autograd.Function under thunderfx)."
     ),
     upstream=UPSTREAM,
 )
@@ -75,7 +85,46 @@ def _lookaside_map(original):
         lookasides[isinstance] = _python_isinstance(_dtensor_aware_isinstance(original[isinstance]))
     if object.__setattr__ in original:
         lookasides[object.__setattr__] = _refuse_root_setattr(original[object.__setattr__])
+    lookasides[_LazyGraphModule.real_recompile] = interpreter_needs_wrap(_LazyGraphModule.real_recompile)
+    hop = torch.ops.higher_order.autograd_function_apply
+    lookasides[hop] = _autograd_function_apply_without_ctx(original[hop])
     return lookasides
+
+
+def _returns_output_tuple(graph: torch.fx.GraphModule) -> bool:
+    """Whether the forward graph returns ``(outputs, saved)`` with ``outputs`` a tuple (torch >= 2.12 packs them)."""
+    (output,) = graph.graph.find_nodes(op="output")
+    returned = output.args[0]
+    return isinstance(returned, (tuple, list)) and isinstance(returned[0], (tuple, list))
+
+
+def _autograd_function_apply_without_ctx(lookaside):
+    """thunder's lookaside for Dynamo's ``autograd_function_apply``, also for torch >= 2.12's form of it.
+
+    Up to 2.11 the forward and backward graphs take a ``ctx`` first and the call says which arguments are
+    tensors (``args_tensor_mask``); from 2.12 the graphs take no ``ctx`` and every argument is passed on.
+    The newer form is put in the older one: graphs that accept and drop a ``ctx``, and a mask that keeps
+    every argument."""
+
+    def takes_ctx(graph):
+        def with_ctx(ctx, *args):
+            return graph(*args)
+
+        return with_ctx
+
+    def autograd_function_apply(fwd, bwd, *fwd_args, **fwd_kwargs):
+        if "args_tensor_mask" in fwd_kwargs:
+            return lookaside(fwd, bwd, *fwd_args, **fwd_kwargs)
+        fwd_kwargs["args_tensor_mask"] = wrap_const([True] * len(fwd_args))
+        returns_tuple = _returns_output_tuple(unwrap(fwd))
+        fwd, bwd = (wrap(takes_ctx(unwrap(g)), provenance=g.provenance) for g in (fwd, bwd))
+        result = lookaside(fwd, bwd, *fwd_args, **fwd_kwargs)
+        if result is INTERPRETER_SIGNALS.EXCEPTION_RAISED or not returns_tuple or isinstance(unwrap(result), tuple):
+            return result
+        # thunder's operator returns a lone output bare; the graph indexes the tuple the forward returned
+        return wrap((unwrap(result),), provenance=result.provenance)
+
+    return autograd_function_apply
 
 
 @patch(
@@ -219,10 +268,20 @@ def _python_isinstance(lookaside):
     return isinstance_lookaside
 
 
+def _generate_lazy_graph_code(fn) -> None:
+    """From torch 2.12 thunderfx's graph modules generate their code on their first call. Generated while
+    tracing, the trace would have read the lazy ``forward`` (and guarded it); generated now, it reads the real one."""
+    module = fn if isinstance(fn, torch.nn.Module) else getattr(fn, "__self__", None)
+    if isinstance(module, torch.nn.Module):
+        for submodule in module.modules():
+            _LazyGraphModule.force_recompile(submodule)
+
+
 @patch(
     "thunder.core.jit_ext:thunder_general_jit",
     summary="traces under a guard recorder when the cache option is symbolic values, and under a recorder of "
-    "the Python values read (both cache options); refuses a trace that changed a container it read",
+    "the Python values read (both cache options); refuses a trace that changed a container it read; lazy "
+    "graph modules (thunderfx on torch >= 2.12) generate their code before tracing",
     why=(
         "The recorder collects what the trace observed of symbolic numbers, to be re-checked by the prologue. "
         "A function that appends to a global list or fills a global dict changed it once, while tracing: "
@@ -233,6 +292,7 @@ def _python_isinstance(lookaside):
 def _thunder_general_jit(original):
     def thunder_general_jit(fn, args, kwargs, /, **options):
         name = getattr(fn, "__qualname__", type(fn).__name__)
+        _generate_lazy_graph_code(fn)
         with value_guards.recording_values(fn) as read:
             try:
                 if compile_data.using_symbolic_values():

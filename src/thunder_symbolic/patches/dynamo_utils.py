@@ -48,3 +48,40 @@ def _nodes_in_unsupported_regions(original):
         return inside
 
     return get_nodes_in_unsupported_ctx_regions
+
+
+def _script_object_input(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The first input of ``node`` whose example value holds a fake script object (a DeviceMesh, from torch 2.12)."""
+    from torch._library.fake_class_registry import FakeScriptObject
+
+    for arg in node.all_input_nodes:
+        value = arg.meta.get("example_value")
+        if any(isinstance(leaf, FakeScriptObject) for leaf in torch.utils._pytree.tree_leaves(value)):
+            return arg
+    return None
+
+
+@patch(
+    "thunder.dynamo.utils:is_node_supported_by_thunder",
+    summary="a node taking a script object (a DeviceMesh) or calling a method torch.Tensor lacks (a DTensor's "
+    "redistribute) is left to PyTorch with a split reason",
+    why=(
+        "From torch 2.12 Dynamo puts the DeviceMesh of tensor-parallel code in the graph as a fake script object "
+        "and keeps DTensor methods as method calls: thunderfx failed on such graphs ('tree_flatten of type "
+        "FakeScriptObject is not supported', then the assertion 'Failed to find method redistribute') instead "
+        "of splitting them off."
+    ),
+)
+def _is_node_supported_by_thunder(original):
+    from thunder.dynamo.utils import SplitReason, SplitReasonType
+
+    def is_node_supported_by_thunder(node, thunder_options):
+        if (mesh := _script_object_input(node)) is not None:
+            info = f"node {node.name} ({node.target}) takes {mesh.name}, a script object (such as a DeviceMesh)"
+            return False, SplitReason(SplitReasonType.UNSUPPORTED_NODE, info=info)
+        if node.op == "call_method" and not hasattr(torch.Tensor, node.target):
+            info = f"node {node.name} calls {node.target}, which is not a torch.Tensor method"
+            return False, SplitReason(SplitReasonType.UNSUPPORTED_NODE, info=info)
+        return original(node, thunder_options)
+
+    return is_node_supported_by_thunder

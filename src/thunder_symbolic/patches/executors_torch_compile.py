@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy, TensorProxy
 from thunder.core.pytree import tree_flatten
@@ -43,18 +44,57 @@ def _without_int_shape_outputs(bsym):
     return bsym if len(kept) == len(bsym.subsymbols) else bsym.from_bsym(subsymbols=kept)
 
 
+def _allocated_outputs(bsyms, outputs) -> list[int]:
+    """Positions of the region's outputs that eager PyTorch allocates: produced by an operation that
+    returns no view (``z * 1``), so never an input or a view of one."""
+    import thunder.torch as ltorch
+
+    view_ops = set(ltorch._syms_returning_views) | set(ltorch._syms_that_may_return_views)
+    producer = {out.name: bsym for bsym in bsyms for out in bsym.flat_proxy_outs}
+    return [
+        i
+        for i, out in enumerate(outputs)
+        if isinstance(out, TensorProxy) and out.name in producer and producer[out.name].sym not in view_ops
+    ]
+
+
+def _storages(tensors) -> set[int]:
+    return {t.untyped_storage().data_ptr() for t in tensors if isinstance(t, torch.Tensor)}
+
+
 @patch(
     "thunder.executors.torch_compile:make_compiled",
-    summary="repeated prims.shape subsymbols (outputs rewritten as ints by DCE) are dropped from fused regions",
+    summary="repeated prims.shape subsymbols (outputs rewritten as ints by DCE) are dropped from fused regions; "
+    "an output eager allocates is never returned sharing an input's memory",
     why=(
         "make_compiled names every output of every subsymbol; an int output failed with \"'int' object has no "
-        "attribute 'name'\" (expand, factories of sizes under symbolic values). The dims keep their first producer."
+        "attribute 'name'\" (expand, factories of sizes under symbolic values). The dims keep their first producer. "
+        "torch 2.14's Inductor returns the input itself for `z * 1`: with regions split at alias updates, "
+        "`before = z * 1; z.add_(1)` returned the updated values (a silent wrong result)."
     ),
     upstream="Lightning-AI/lightning-thunder#2746, #2728",
 )
 def _make_compiled(original):
     def make_compiled(bsyms, sorted_unique_inputs, sorted_unique_outputs, **kwargs):
         bsyms = [_without_int_shape_outputs(b) for b in bsyms]
-        return original(bsyms, sorted_unique_inputs, sorted_unique_outputs, **kwargs)
+        compiled = original(bsyms, sorted_unique_inputs, sorted_unique_outputs, **kwargs)
+        allocated = _allocated_outputs(bsyms, sorted_unique_outputs)
+        if not allocated:
+            return compiled
+
+        def compiled_without_input_aliases(*args):
+            outs = compiled(*args)
+            inputs = None
+            for i in allocated:
+                out = outs[i]
+                if out.numel() == 0:
+                    continue
+                inputs = _storages(args) if inputs is None else inputs
+                if out.untyped_storage().data_ptr() in inputs:
+                    outs = list(outs)
+                    outs[i] = out.clone()
+            return outs
+
+        return compiled_without_input_aliases
 
     return make_compiled
