@@ -8,6 +8,7 @@ decode step, how often thunder recompiles under each ``--thunder-cache`` option.
     torchrun --nproc-per-node 2 thunder/benchmarks/benchmark_inference.py --mode thunder \\
         --thunder-cache "symbolic values"
     python thunder/benchmarks/benchmark_inference.py --mode thunder --compare-cache   # both caches
+    torchrun --nproc-per-node 2 thunder/benchmarks/benchmark_inference.py --compare-modes eager,inductor,thunder
 
 Rank 0 prints the report; ``--save-results --output-dir DIR`` writes it as JSON. Any rank's failure
 ends the run with a non-zero exit status (torchrun stops the other ranks).
@@ -21,6 +22,7 @@ import copy
 import json
 import os
 import platform
+import re
 import resource
 import statistics
 import sys
@@ -34,6 +36,8 @@ import torch
 import torch.distributed as dist
 
 CACHE_OPTIONS = ("constant values", "symbolic values")
+MODES = ("eager", "inductor", "thunder", "thunderjit")
+THUNDER_MODES = ("thunder", "thunderjit")
 TINY_MODEL = "tiny-llama4"
 MAVERICK = "meta-llama/Llama-4-Maverick-17B-128E"
 CUDA_ONLY_FLAGS = ("enable_nvfp4", "enable_nv_linear", "enable_thunder_cudagraph", "profile")
@@ -57,6 +61,16 @@ def _int_at_least(minimum: int):
     return convert
 
 
+def _modes(text: str) -> list[str]:
+    modes = [mode.strip() for mode in text.split(",")]
+    unknown = [mode for mode in modes if mode not in MODES]
+    if unknown or not modes:
+        raise argparse.ArgumentTypeError(f"unknown mode {unknown[0]!r}: choose from {', '.join(MODES)}")
+    if len(set(modes)) != len(modes):
+        raise argparse.ArgumentTypeError(f"a mode is named twice in {text!r}")
+    return modes
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model-name", default=None, help=f"hub id or '{TINY_MODEL}' (default: {TINY_MODEL} on CPU)")
@@ -78,9 +92,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hidden-size", type=_int_at_least(1), default=256, help=f"hidden size of {TINY_MODEL}")
     p.add_argument(
         "--mode",
-        choices=("eager", "inductor", "thunder", "thunderjit"),
+        choices=MODES,
         default=None,
         help="default: eager, or thunder when --thunder-cache or --compare-cache is given",
+    )
+    p.add_argument(
+        "--compare-modes",
+        type=_modes,
+        default=None,
+        metavar="MODES",
+        help="comma-separated modes run in one launch, compared in one table (e.g. eager,inductor,thunder); "
+        "thunder modes run every cache option unless --thunder-cache picks one",
     )
     p.add_argument("--thunder-cache", choices=CACHE_OPTIONS, default=None, help="thunder's cache= option")
     p.add_argument("--compare-cache", action="store_true", help="run every cache option and compare them")
@@ -105,12 +127,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         for flag, given in (("--thunder-cache", args.thunder_cache), ("--compare-cache", args.compare_cache))
         if given
     ]
-    if args.mode is None:
-        args.mode = "thunder" if thunder_options else "eager"
-    elif thunder_options and args.mode not in ("thunder", "thunderjit"):
-        p.error(f"{thunder_options[0]} applies to --mode thunder or --mode thunderjit, not --mode {args.mode}")
     if args.compare_cache and args.thunder_cache:
         p.error("--compare-cache runs every cache option; do not also give --thunder-cache")
+    if args.compare_modes is not None:
+        if args.mode is not None:
+            p.error("--compare-modes runs the modes it names; do not also give --mode")
+        if args.compare_cache:
+            p.error("--compare-modes runs every cache option of its thunder modes (--thunder-cache picks one)")
+        if args.thunder_cache and not set(args.compare_modes) & set(THUNDER_MODES):
+            p.error("--thunder-cache applies to the thunder modes, and --compare-modes names none")
+        args.mode = "+".join(args.compare_modes)
+        caches = (args.thunder_cache,) if args.thunder_cache else CACHE_OPTIONS
+        args.runs = [(m, c) for m in args.compare_modes for c in (caches if m in THUNDER_MODES else (None,))]
+        return args
+    if args.mode is None:
+        args.mode = "thunder" if thunder_options else "eager"
+    elif thunder_options and args.mode not in THUNDER_MODES:
+        p.error(f"{thunder_options[0]} applies to --mode thunder or --mode thunderjit, not --mode {args.mode}")
+    args.runs = [(args.mode, cache) for cache in (CACHE_OPTIONS if args.compare_cache else (args.thunder_cache,))]
     return args
 
 
@@ -139,7 +173,7 @@ def unsupported(args, world_size: int) -> str | None:
     """Combinations that fail in lightning-thunder 0.2.6 itself (with either cache option), said up front."""
     if args.enable_nvfp4:
         return "--enable-nvfp4 (NVFP4 quantization of linear layers) is not implemented by this benchmark"
-    if args.mode != "thunderjit":
+    if all(mode != "thunderjit" for mode, _ in args.runs):
         return None
     if world_size > 1:
         return (
@@ -319,10 +353,10 @@ def make_kv_cache(args, config, ctx: Dist, device: torch.device):
 # --- Compilation and its accounting ----------------------------------------------------------------
 
 
-def compile_model(model, args, cache: str | None):
-    if args.mode == "eager":
+def compile_model(model, args, mode: str, cache: str | None):
+    if mode == "eager":
         return model
-    if args.mode == "inductor":
+    if mode == "inductor":
         return torch.compile(model, mode="reduce-overhead" if args.device_type == "cuda" else "default")
     from thunder.dynamo import thunderfx
 
@@ -335,7 +369,7 @@ def compile_model(model, args, cache: str | None):
         from thunder.transforms.cudagraph import CUDAGraphTransform
 
         options["transforms"] = [CUDAGraphTransform()]
-    if args.mode == "thunder":
+    if mode == "thunder":
         return thunderfx(model, **options)
     # As upstream: transformers builds attention masks with torch.vmap, which thunder.jit cannot trace;
     # SDPAMaskTransform computes them with plain tensor operations.
@@ -364,6 +398,17 @@ def dynamo_graphs(compiled) -> int:
     return int(counters["stats"].get("unique_graphs", 0))
 
 
+def split_reasons(compiled) -> dict[str, int]:
+    """Why thunderfx split the graphs, each distinct reason (node names left out) with how often it occurred."""
+    backend = getattr(compiled, "_backend", None)
+    reasons: dict[str, int] = {}
+    for info in getattr(backend, "subgraph_infos", ()):
+        for reason in info.split_reasons or ():
+            text = re.sub(r"node with name: \S+ and |node \S+ ", "", f"{reason.reason_type.name}: {reason.info}")
+            reasons[text] = reasons.get(text, 0) + 1
+    return dict(sorted(reasons.items(), key=lambda item: -item[1]))
+
+
 @dataclass
 class CompileCounter:
     """Counts thunder compiles per generation phase; a recompile is any compile after a function's first."""
@@ -372,14 +417,18 @@ class CompileCounter:
     recompiles: dict[str, int] = field(default_factory=lambda: {"prefill": 0, "first_decode": 0, "later_decode": 0})
     compile_time_s: float = 0.0
     compiling_calls: int = 0
+    regions_called: dict[str, int] = field(default_factory=dict)  # thunder programs run by a step, per phase
 
-    def snapshot(self, compiled) -> tuple[dict[int, int], int]:
+    def snapshot(self, compiled) -> tuple[dict[int, int], int, int]:
         import thunder
 
-        return {id(fn): thunder.cache_misses(fn) for fn in thunder_functions(compiled)}, dynamo_graphs(compiled)
+        fns = thunder_functions(compiled)
+        calls = sum(thunder.cache_hits(fn) + thunder.cache_misses(fn) for fn in fns)
+        return {id(fn): thunder.cache_misses(fn) for fn in fns}, dynamo_graphs(compiled), calls
 
     def account(self, phase: str, before, after, seconds: float) -> None:
-        (misses_before, graphs_before), (misses_after, graphs_after) = before, after
+        (misses_before, graphs_before, calls_before), (misses_after, graphs_after, calls_after) = before, after
+        self.regions_called[phase] = calls_after - calls_before
         recompiles = sum(max(m, 1) - max(misses_before.get(k, 0), 1) for k, m in misses_after.items())
         self.recompiles[phase] += recompiles
         if misses_after != misses_before or graphs_after != graphs_before:
@@ -392,11 +441,11 @@ class CompileCounter:
 
 
 class Runner:
-    def __init__(self, args, config, ctx: Dist, device: torch.device, cache: str | None):
+    def __init__(self, args, config, ctx: Dist, device: torch.device, mode: str, cache: str | None):
         self.args, self.config, self.ctx, self.device = args, config, ctx, device
         self.model = build_model(args, config, ctx, device)
         self.vocab_size = self.model.config.vocab_size
-        self.compiled = compile_model(self.model, args, cache)
+        self.compiled = compile_model(self.model, args, mode, cache)
         self.counter = CompileCounter()
 
     def step(self, input_ids, kv_cache, phase: str, model=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -475,10 +524,14 @@ def memory_stats(device: torch.device) -> dict[str, float]:
     return {"peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
 
 
-def run_one(args, config, ctx: Dist, device: torch.device, cache: str | None) -> dict[str, Any]:
+def run_one(args, config, ctx: Dist, device: torch.device, mode: str, cache: str | None) -> dict[str, Any]:
+    from torch._dynamo.utils import counters
+
     import thunder
 
-    runner = Runner(args, config, ctx, device, cache)
+    torch._dynamo.reset()  # each mode's compiles and graph counts are its own
+    counters.clear()
+    runner = Runner(args, config, ctx, device, mode, cache)
     iterations = args.warmup_iterations + args.num_iterations
     progress = None
     if ctx.rank == 0:
@@ -486,19 +539,20 @@ def run_one(args, config, ctx: Dist, device: torch.device, cache: str | None) ->
 
         progress = tqdm(
             total=iterations * (args.output_length - 1),
-            desc=f"{args.mode} {cache or ''}".strip(),
+            desc=f"{mode} {cache or ''}".strip(),
             unit="tok",
             file=sys.stderr,
             leave=False,
         )
     began = time.perf_counter()
-    measured, first_iteration_s = [], None
+    measured, first_iteration_s, first_token_s = [], None, None
     for i in range(iterations):
         if args.profile and i == args.warmup_iterations:
             torch.cuda.profiler.start()  # nsys/ncu capture only the measured iterations
         result = runner.generate(progress)
         if first_iteration_s is None:
             first_iteration_s = time.perf_counter() - began
+            first_token_s = result["prefill_s"]  # compiling included
         if i >= args.warmup_iterations:
             measured.append(result)
     if args.profile:
@@ -516,7 +570,10 @@ def run_one(args, config, ctx: Dist, device: torch.device, cache: str | None) ->
         "recompiles_prefill": runner.counter.recompiles["prefill"],
         "recompiles_first_decode": runner.counter.recompiles["first_decode"],
         "recompiles_later_decode": runner.counter.recompiles["later_decode"],
-        "dynamo_graphs": dynamo_graphs(runner.compiled) if args.mode in ("thunder", "inductor") else 0,
+        "dynamo_graphs": dynamo_graphs(runner.compiled) if mode in ("thunder", "inductor") else 0,
+        "thunder_regions_per_decode_step": runner.counter.regions_called.get("later_decode", 0),
+        "split_reasons": split_reasons(runner.compiled),
+        "first_token_s": first_token_s,
         "compiling_calls": runner.counter.compiling_calls,
         "compile_time_s": runner.counter.compile_time_s,
         "first_iteration_s": first_iteration_s,
@@ -534,6 +591,7 @@ def run_one(args, config, ctx: Dist, device: torch.device, cache: str | None) ->
     from layers_for_inference_benchmark import Llama4MoE
 
     return {
+        "mode": mode,
         "thunder_cache": cache,
         "grouped_expert_moe_blocks": sum(isinstance(m, Llama4MoE) for m in runner.model.modules()),
         "verify": verify,
@@ -561,6 +619,34 @@ def versions() -> dict[str, str]:
 MOE_KIND = {False: "grouped experts", True: "transformers"}  # by --disable-moe-replacement
 
 
+def run_name(run: dict[str, Any]) -> str:
+    return f"{run['mode']} ({run['thunder_cache'] or 'default cache'})" if run["mode"] in THUNDER_MODES else run["mode"]
+
+
+def comparison(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per run: TBOT and its ratio to eager's and inductor's (when run), time to first token with
+    compiling, recompiles and thunder regions per decode step."""
+    tbot = {run["mode"]: run["metrics"]["tbot_ms"] for run in runs if run["mode"] in ("eager", "inductor")}
+    rows = []
+    for run in runs:
+        m, c = run["metrics"], run["compile"]
+        rows.append(
+            {
+                "run": run_name(run),
+                "tbot_ms": m["tbot_ms"],
+                "tbot_vs_eager": m["tbot_ms"] / tbot["eager"] if "eager" in tbot else None,
+                "tbot_vs_inductor": m["tbot_ms"] / tbot["inductor"] if "inductor" in tbot else None,
+                "decode_tokens_per_s": m["decode_throughput_tokens_per_s"],
+                "first_token_s": c["first_token_s"],
+                "compile_time_s": c["compile_time_s"],
+                "recompiles_later_decode": c["recompiles_later_decode"],
+                "thunder_regions_per_decode_step": c["thunder_regions_per_decode_step"],
+                "matches_eager": run["verify"]["matches_eager"],
+            }
+        )
+    return rows
+
+
 def print_report(report: dict[str, Any]) -> None:
     cfg = report["config"]
     print(
@@ -571,8 +657,9 @@ def print_report(report: dict[str, Any]) -> None:
     for run in report["runs"]:
         m, c, mem = run["metrics"], run["compile"], run["memory"]
         v = run["verify"]
+        cache = f"; thunder cache: {run['thunder_cache'] or 'default'}" if run["mode"] in THUNDER_MODES else ""
         print(
-            f"\n-- thunder cache: {run['thunder_cache'] or 'default'}; matches eager: {v['matches_eager']} "
+            f"\n-- {run['mode']}{cache}; matches eager: {v['matches_eager']} "
             f"(max logit difference {v['max_logit_diff_vs_eager']:.2e})"
         )
         print(
@@ -588,28 +675,39 @@ def print_report(report: dict[str, Any]) -> None:
             f"{m['total_time_ms']:.1f} ms (std {m['total_time_std_ms']:.1f})"
         )
         print("  memory " + ", ".join(f"{k} {v:.2f}" for k, v in mem.items()))
-        if cfg["mode"] != "eager":
-            print(
-                f"  compile: {c['thunder_compiled_functions']} thunder functions, {c['thunder_cache_misses']} misses,"
-                f" {c['thunder_cache_hits']} hits, {c['dynamo_graphs']} dynamo graphs"
-            )
-            print(
-                f"  recompiles excluding initial: {c['recompiles_excluding_initial']} (prefill "
-                f"{c['recompiles_prefill']}, first decode {c['recompiles_first_decode']}, later decode "
-                f"{c['recompiles_later_decode']})"
-            )
-            print(
-                f"  compiling: {c['compile_time_s']:.1f} s in {c['compiling_calls']} calls; first iteration "
-                f"{c['first_iteration_s']:.1f} s"
-            )
+        if run["mode"] == "eager":
+            continue
+        print(
+            f"  compile: {c['thunder_compiled_functions']} thunder functions, {c['thunder_cache_misses']} misses,"
+            f" {c['thunder_cache_hits']} hits, {c['dynamo_graphs']} dynamo graphs"
+        )
+        print(
+            f"  recompiles excluding initial: {c['recompiles_excluding_initial']} (prefill "
+            f"{c['recompiles_prefill']}, first decode {c['recompiles_first_decode']}, later decode "
+            f"{c['recompiles_later_decode']})"
+        )
+        print(
+            f"  compiling: {c['compile_time_s']:.1f} s in {c['compiling_calls']} calls; first token "
+            f"{c['first_token_s']:.1f} s, first iteration {c['first_iteration_s']:.1f} s"
+        )
+        if run["mode"] in THUNDER_MODES:
+            print(f"  thunder regions per decode step: {c['thunder_regions_per_decode_step']}")
+        if c["split_reasons"]:
+            print("  graph splits:")
+            for reason, count in c["split_reasons"].items():
+                print(f"    {count:>3} x {reason}")
     if len(report["runs"]) > 1:
-        print("\n-- comparison")
-        print(f"  {'cache':18} {'recompiles (later decode)':>26} {'compile s':>10} {'TBOT ms':>8}")
-        for run in report["runs"]:
-            c = run["compile"]
+        print("\n-- comparison (TBOT: time between output tokens; first token: compiling included)")
+        print(
+            f"  {'run':34} {'TBOT ms':>8} {'x eager':>8} {'x inductor':>10} {'first token s':>13} "
+            f"{'recompiles (later decode)':>25} {'regions/step':>12} {'matches':>7}"
+        )
+        for row in report["comparison"]:
+            ratios = [f"{r:.2f}" if r is not None else "-" for r in (row["tbot_vs_eager"], row["tbot_vs_inductor"])]
             print(
-                f"  {run['thunder_cache'] or 'default':18} {c['recompiles_excluding_initial']:>14} "
-                f"({c['recompiles_later_decode']:>3})       {c['compile_time_s']:>10.1f} {run['metrics']['tbot_ms']:>8.2f}"
+                f"  {row['run']:34} {row['tbot_ms']:>8.2f} {ratios[0]:>8} {ratios[1]:>10} {row['first_token_s']:>13.1f} "
+                f"{row['recompiles_later_decode']:>25} {row['thunder_regions_per_decode_step']:>12} "
+                f"{row['matches_eager']!s:>7}"
             )
 
 
@@ -626,12 +724,12 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"benchmark_inference.py: {reason}")
         torch.manual_seed(args.seed)
         config = load_config(args)
-        caches = list(CACHE_OPTIONS) if args.compare_cache else [args.thunder_cache]
-        runs = [run_one(args, config, ctx, device, cache) for cache in caches]
+        runs = [run_one(args, config, ctx, device, mode, cache) for mode, cache in args.runs]
         report = {
             "config": {**{k: v for k, v in vars(args).items()}, "world_size": ctx.world_size, "device": str(device)},
             "versions": versions(),
             "runs": runs,
+            "comparison": comparison(runs),
         }
         if ctx.rank == 0:
             print_report(report)

@@ -11,6 +11,7 @@ import pytest
 from thunder_symbolic.testing import run_python, run_torchrun
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "benchmark_inference.py"
+CONSTANT, SYMBOLIC = "constant values", "symbolic values"
 
 
 def run_benchmark(tmp_path, *flags, nproc=2):
@@ -30,16 +31,25 @@ def run_benchmark(tmp_path, *flags, nproc=2):
 @pytest.mark.distributed
 def test_symbolic_values_never_recompile_in_later_decode(tmp_path):
     report, result = run_benchmark(
-        tmp_path, "--mode", "thunder", "--compare-cache", "--num-layers", "2", "--output-length", "5",
+        tmp_path, "--compare-modes", "eager,thunder", "--num-layers", "2", "--output-length", "5",
         "--num-iterations", "1", "--warmup-iterations", "0",
     )
-    runs = {run["thunder_cache"]: run for run in report["runs"]}
+    runs = {run["thunder_cache"]: run for run in report["runs"] if run["mode"] == "thunder"}
     assert report["config"]["world_size"] == 2 and report["config"]["kv_cache"] == "dynamic"
-    assert runs["symbolic values"]["compile"]["recompiles_later_decode"] == 0
-    assert runs["constant values"]["compile"]["recompiles_later_decode"] > 0
-    assert all(run["verify"]["matches_eager"] for run in runs.values())
+    assert [run["mode"] for run in report["runs"]] == ["eager", "thunder", "thunder"]
+    assert runs[SYMBOLIC]["compile"]["recompiles_later_decode"] == 0
+    assert runs[CONSTANT]["compile"]["recompiles_later_decode"] > 0
+    assert all(run["verify"]["matches_eager"] for run in report["runs"])
     assert all(run["grouped_expert_moe_blocks"] == 1 for run in runs.values())  # layer 1 of 2 is MoE
     assert "recompiles excluding initial" in result.stdout
+    # One table: each run's TBOT against eager's, the thunder regions a decode step runs, why graphs split.
+    rows = {row["run"]: row for row in report["comparison"]}
+    assert rows["eager"]["tbot_vs_eager"] == 1.0 and rows["eager"]["tbot_vs_inductor"] is None
+    symbolic = rows["thunder (symbolic values)"]
+    assert symbolic["tbot_vs_eager"] == symbolic["tbot_ms"] / rows["eager"]["tbot_ms"]
+    assert 0 < symbolic["thunder_regions_per_decode_step"] <= runs[SYMBOLIC]["compile"]["thunder_compiled_functions"]
+    assert runs[SYMBOLIC]["compile"]["split_reasons"] and "graph splits:" in result.stdout
+    assert "-- comparison" in result.stdout and "x eager" in result.stdout
 
 
 def test_unsupported_combination_fails_with_a_clear_message(tmp_path):
@@ -68,6 +78,23 @@ def test_a_thunder_option_without_a_mode_runs_thunder(flags, mode):
     assert _benchmark_module().parse_args(flags).mode == mode
 
 
+
+@pytest.mark.parametrize(
+    ("flags", "runs"),
+    [
+        ([], [("eager", None)]),
+        (["--mode", "thunder", "--compare-cache"], [("thunder", CONSTANT), ("thunder", SYMBOLIC)]),
+        (
+            ["--compare-modes", "eager,inductor,thunder"],
+            [("eager", None), ("inductor", None), ("thunder", CONSTANT), ("thunder", SYMBOLIC)],
+        ),
+        (["--compare-modes", "thunder, eager", "--thunder-cache", SYMBOLIC], [("thunder", SYMBOLIC), ("eager", None)]),
+    ],
+)
+def test_runs_of_one_launch(flags, runs):
+    assert _benchmark_module().parse_args(flags).runs == runs
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
@@ -77,6 +104,11 @@ def test_a_thunder_option_without_a_mode_runs_thunder(flags, mode):
         (["--output-length", "1"], "--output-length: must be at least 2, got 1"),
         (["--batch-size", "-3"], "--batch-size: must be at least 1, got -3"),
         (["--num-iterations", "many"], "--num-iterations: expected an int, got 'many'"),
+        (["--compare-modes", "eager,jax"], "unknown mode 'jax': choose from eager, inductor, thunder, thunderjit"),
+        (["--compare-modes", "eager,eager"], "a mode is named twice in 'eager,eager'"),
+        (["--compare-modes", "eager", "--mode", "thunder"], "do not also give --mode"),
+        (["--compare-modes", "thunder", "--compare-cache"], "--compare-modes runs every cache option"),
+        (["--compare-modes", "eager,inductor", "--thunder-cache", SYMBOLIC], "--compare-modes names none"),
     ],
 )
 def test_invalid_options_are_argparse_errors(flags, message, capsys):
