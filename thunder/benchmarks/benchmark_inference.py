@@ -399,12 +399,14 @@ def dynamo_graphs(compiled) -> int:
 
 
 def split_reasons(compiled) -> dict[str, int]:
-    """Why thunderfx split the graphs, each distinct reason (node names left out) with how often it occurred."""
+    """Why thunderfx split the graphs, each distinct reason (node names and addresses left out) with how often
+    it occurred."""
     backend = getattr(compiled, "_backend", None)
     reasons: dict[str, int] = {}
     for info in getattr(backend, "subgraph_infos", ()):
         for reason in info.split_reasons or ():
-            text = re.sub(r"node with name: \S+ and |node \S+ ", "", f"{reason.reason_type.name}: {reason.info}")
+            text = f"{reason.reason_type.name}: {reason.info}"
+            text = re.sub(r"node with name: \S+ and |node \S+ | at 0x[0-9a-f]+", "", text)
             reasons[text] = reasons.get(text, 0) + 1
     return dict(sorted(reasons.items(), key=lambda item: -item[1]))
 
