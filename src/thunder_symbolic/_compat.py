@@ -13,7 +13,7 @@ SUPPORTED_TORCH = ((2, 9), (2, 14))  # first and last major.minor series, each t
 SUPPORTED_RANGE = "lightning-thunder==0.2.6 with torch>=2.9,<2.15 (tested: 2.9.1, 2.10.0, 2.12.1, 2.14.1)"
 
 
-def series(version: str) -> tuple[int, int] | None:
+def _series(version: str) -> tuple[int, int] | None:
     """``"2.14.1+cu130"`` -> ``(2, 14)``; None for a string that names no release."""
     match = re.match(r"(\d+)\.(\d+)", version)
     return (int(match[1]), int(match[2])) if match else None
@@ -24,7 +24,7 @@ def unsupported_reason(thunder_version: str, torch_version: str) -> str | None:
     problems = []
     if thunder_version != SUPPORTED_THUNDER:
         problems.append(f"lightning-thunder {thunder_version}")
-    torch_series = series(torch_version)
+    torch_series = _series(torch_version)
     if torch_series is None or not SUPPORTED_TORCH[0] <= torch_series <= SUPPORTED_TORCH[1]:
         problems.append(f"torch {torch_version}")
     if not problems:

@@ -32,6 +32,19 @@ class Color(enum.Enum):
     BLUE = 2
 
 
+class Scale(torch.autograd.Function):
+    """A custom autograd.Function with a non-tensor argument (its apply is a C classmethod from torch 2.13)."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.scale = scale
+        return x * scale
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.scale, None
+
+
 PARAMETERS = "x, k, n, mask, sizes, cfg, dtype, act, s, color"
 
 # (plain, instrumented) statement templates; {c} is a small constant.
@@ -69,6 +82,7 @@ STRAIGHT = [
     "y = torch.narrow(y, 0, y.shape[0] // 2, y.shape[0] - y.shape[0] // 2)",
     "y = y.chunk(2)[0] * 2",
     "y = y * len(y)",
+    "y = Scale.apply(y, 2.0) + 1",
     "y = torch.cat([y[:k], y[k:] * 2], 0)",
     # Python values: each decides the program by identity, type, length, keys or bits.
     "y = y * 2 if n is None else y + n",
@@ -118,7 +132,8 @@ class Program:
 
     def compile(self, *, instrumented: bool = False):
         """The function, and its globals (set ``G`` and ``M.scale`` there before each call)."""
-        namespace = {"torch": torch, "math": math, "Color": Color, "G": [1.0], "M": types.SimpleNamespace(scale=None)}
+        namespace = {"torch": torch, "math": math, "Color": Color, "Scale": Scale}
+        namespace.update(G=[1.0], M=types.SimpleNamespace(scale=None))
         exec(self.source(instrumented=instrumented), namespace)
         return namespace["f"], namespace
 
