@@ -20,6 +20,7 @@ from thunder.core.trace import get_tracectx
 from thunder.core.utils import resolve_constraints
 from thunder.executors.pythonex import ex as pythonex
 
+from thunder_symbolic.grad_rules import grad_rule
 from thunder_symbolic.guards import algebra
 
 __all__ = ["OPERATIONS", "python_number_op", "apply_number_op"]
@@ -58,6 +59,13 @@ def _impl(name: str, *operands):
 
 python_number_op = pythonex.register_operator("python_number_op", meta=_meta, fn=_impl)
 pythonex.register_implementation(python_number_op, python_number_op, checker=lambda *args: True)
+
+
+@grad_rule("python_number_op")
+def _no_gradient(name: str, *operands):
+    """Numbers get no gradient: without a rule, a program computing one (``head_dim ** 0.5`` of a dynamic
+    size) failed in grad mode ("Failed to find a gradient transform")."""
+    return python_number_op(name, *operands)
 
 
 def apply_number_op(name: str, *operands):

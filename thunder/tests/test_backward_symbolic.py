@@ -120,3 +120,12 @@ def test_training_and_inference_calls_keep_their_own_programs():
     assert thunder.cache_misses(jf) == 2
 
 
+def test_numbers_computed_from_a_float_argument_get_no_gradient():
+    # A power of a float argument is a python_number_op, which had no grad rule: the program was compiled
+    # with exact values instead, once per float.
+    jf = thunder.jit(lambda x, scale: x * scale**0.5, cache="symbolic values")
+    for scale in (4.0, 6.0, 9.0):
+        x = torch.randn(3, 2, requires_grad=True)
+        jf(x, scale).sum().backward()
+        torch.testing.assert_close(x.grad, torch.full_like(x, scale**0.5))
+    assert thunder.cache_misses(jf) == 1, thunder_symbolic.recompile_reasons(jf)

@@ -40,3 +40,26 @@ def _cat_meta(original):
             return original(tensors, dim)
 
     return cat_meta
+
+
+@patch(
+    "thunder.core.prims:_grouped_mm.meta",
+    summary="_grouped_mm of two 2-D operands (groups along the shared dim) has its (groups, m, n) result",
+    why=(
+        "0.2.6's meta computes that shape and then falls into the chain of the other layouts, whose last "
+        "branch rejects every shape: the weight gradient of the MoE experts' grouped matmul is this layout."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _grouped_mm_meta(original):
+    @functools.wraps(original)
+    def grouped_mm_meta(a, b, offsets):
+        if not (isinstance(a, TensorProxy) and isinstance(b, TensorProxy) and a.ndim == b.ndim == 2):
+            return original(a, b, offsets)
+        utils.check(a.shape[1] == b.shape[0], lambda: f"Inner dimension mismatch: {a.shape} vs {b.shape}")
+        utils.check(offsets.ndim == 1, lambda: f"`offsets` must be a vector, got shape {offsets.shape}")
+        utils.check_same_dtype(a, b)
+        utils.check_same_device(a, b)
+        return TensorProxy(like=a, shape=(offsets.shape[0], a.shape[0], b.shape[1]))
+
+    return grouped_mm_meta

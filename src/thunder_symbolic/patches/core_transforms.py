@@ -1,17 +1,16 @@
-"""Patches of ``thunder/core/transforms.py``: grad rules that keep symbolic sizes symbolic."""
+"""Patches of ``thunder/core/transforms.py``: grad rules that keep symbolic sizes symbolic, and missing ones."""
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
-
 from thunder.core import prims
-from thunder.core.langctxs import Languages, langctx
 from thunder.core.prims import PrimIDs, get_grad, put_grad
 from thunder.core.utils import const_as
 
 from thunder_symbolic._registry import patch
+from thunder_symbolic.grad_rules import GradRules, grad_rule, rules
 
 
+@grad_rule(PrimIDs.SLICE)
 def _slice_grad(a, start_indices, end_indices, strides=None):
     """The gradient of a slice: the slice's gradient padded back to ``a``'s shape.
 
@@ -32,6 +31,7 @@ def _slice_grad(a, start_indices, end_indices, strides=None):
     return result
 
 
+@grad_rule(PrimIDs.CAT)
 def _cat_grad(tensors, dim):
     """The gradient of a cat: each input's slice of the cat's gradient.
 
@@ -51,41 +51,37 @@ def _cat_grad(tensors, dim):
     return result
 
 
-class _GradRules(MutableMapping):
-    """thunder's grad rule table seen through our replacements; registrations go to thunder's table."""
-
-    def __init__(self, table: dict, replacements: dict):
-        self.table, self.replacements = table, replacements
-
-    def __getitem__(self, key):
-        return self.replacements[key] if key in self.replacements else self.table[key]
-
-    def __setitem__(self, key, value):
-        self.replacements.pop(key, None)  # a later registration wins, as in thunder
-        self.table[key] = value
-
-    def __delitem__(self, key):
-        self.replacements.pop(key, None)
-        del self.table[key]
-
-    def __iter__(self):
-        return iter(self.table.keys() | self.replacements.keys())
-
-    def __len__(self):
-        return len(self.table.keys() | self.replacements.keys())
+@grad_rule(PrimIDs._GROUPED_MM)
+def _grouped_mm_grad(a, b, offsets):
+    """The gradients of a grouped matmul of rows grouped by ``offsets`` (2-D ``a``) with one matrix per
+    group (3-D ``b``), the MoE experts' layout: ``g @ b[e].T`` per group, and ``a.T @ g`` per group as a
+    grouped matmul of two 2-D operands. 0.2.6 has no rule, so the experts failed in grad mode."""
+    result = prims._grouped_mm(a, b, offsets)
+    g = get_grad(result)
+    if not (a.ndim == 2 and b.ndim == 3):
+        raise NotImplementedError(
+            f"the gradient of torch._grouped_mm is implemented for a 2-D and a 3-D operand, got {a.ndim}-D "
+            f"and {b.ndim}-D"
+        )
+    put_grad(a, prims._grouped_mm(g, prims.transpose(b, (0, 2, 1)), offsets))
+    put_grad(b, prims._grouped_mm(prims.transpose(a, (1, 0)), g, offsets))
+    return result
 
 
 @patch(
     "thunder.core.transforms:_grad_fn_map",
-    summary="the slice and cat grad rules keep symbolic sizes symbolic (pad widths, slice bounds)",
+    summary=(
+        "grad rules of thunder_symbolic.grad_rules: slice and cat keep symbolic sizes symbolic; _grouped_mm "
+        "and the DTensor prims of tensor parallelism (thunder_symbolic.dtensor_grads) get rules"
+    ),
     why=(
         "0.2.6's slice rule converts its pad widths to Python ints, baking the first input's sizes into "
         "the backward; its cat rule reads the gradient's length, a second proxy for the cat's dim, and "
         "the executor pass then failed ('Detected a cycle while swapping'). Under symbolic values both "
-        "backwards needed one program per input shape."
+        "backwards needed one program per input shape. 0.2.6 has no rule for _grouped_mm, from_local, "
+        "to_local, redistribute or a DTensor linear: MoE experts and tensor-parallel modules failed in grad mode."
     ),
     upstream="Lightning-AI/lightning-thunder#463",
 )
 def _grad_fn_map(original):
-    rules = {PrimIDs.SLICE: _slice_grad, PrimIDs.CAT: _cat_grad}
-    return _GradRules(original, {key: langctx(Languages.TORCH)(rule) for key, rule in rules.items()})
+    return GradRules(original, rules())
