@@ -21,7 +21,9 @@ import torch.nn.functional as F
 from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 from torch.distributed.tensor import DTensor, Replicate, Shard
 
-__all__ = ["DTensorShapes", "result_shapes", "same_dims"]
+from thunder_symbolic.guards.algebra import provably_equal
+
+__all__ = ["DTensorShapes", "result_shapes", "same_dims", "shape_rule", "shard_dims"]
 
 
 @dataclass(frozen=True)
@@ -45,12 +47,19 @@ def _placements(x: Any) -> tuple:
     return tuple(x.placements)
 
 
+def shard_dims(placements: Sequence, ndim: int) -> tuple:
+    """Per mesh dim, the tensor dim it shards (None for Replicate and Partial): two layouts with the same
+    shard dims have the same local sizes."""
+    return tuple(p.dim % ndim if isinstance(p, Shard) else None for p in placements)
+
+
 def same_dims(a: Sequence, b: Sequence) -> bool:
-    return len(a) == len(b) and all(x is y or (type(x) is int and type(y) is int and x == y) for x, y in zip(a, b))
+    """Whether two shapes are provably the same (comparing proxies with ``==`` would record a guard)."""
+    return len(a) == len(b) and all(provably_equal(x, y) for x, y in zip(a, b))
 
 
 def _shapes_of(x: Any) -> DTensorShapes:
-    return DTensorShapes(tuple(x.local_tensor.shape), tuple(x.shape))
+    return DTensorShapes(tuple(x.local_tensor._shape), tuple(x._shape))
 
 
 def _nonempty(*shapes: Sequence) -> bool:
@@ -67,18 +76,18 @@ def _only_output_placements(result: Any) -> tuple:
 
 
 def _from_local(result, x, mesh, placements, *, run_check=False, shape=None, stride=None):
-    if shape is not None or stride is not None:
-        return None  # the caller states the global shape: its values are what the fake run used
-    global_shape = list(x.shape)
+    if shape is not None:
+        return DTensorShapes(tuple(x._shape), tuple(shape))  # the caller states the global shape
+    global_shape = list(x._shape)
     for mesh_dim, placement in enumerate(placements):
         if isinstance(placement, Shard):
             dim = placement.dim % len(global_shape)
             global_shape[dim] = global_shape[dim] * mesh.size(mesh_dim)
-    return DTensorShapes(tuple(x.shape), tuple(global_shape))
+    return DTensorShapes(tuple(x._shape), tuple(global_shape))
 
 
 def _to_local(result, dtensor, *, grad_placements=None):
-    local = tuple(dtensor.local_tensor.shape)
+    local = tuple(dtensor.local_tensor._shape)
     return DTensorShapes(local, local)
 
 
@@ -89,11 +98,11 @@ def _normalized(placements: Sequence, ndim: int) -> tuple:
 def _redistribute(result, dtensor, device_mesh=None, placements=None, *, async_op=False):
     if placements is None:
         return None
-    ndim = len(dtensor.shape)
+    ndim = len(dtensor._shape)
     if _normalized(placements, ndim) == _normalized(_placements(dtensor), ndim):
         return _shapes_of(dtensor)  # nothing moves
     if all(isinstance(p, Replicate) for p in placements):
-        full = tuple(dtensor.shape)
+        full = tuple(dtensor._shape)
         return DTensorShapes(full, full)
     return None  # sharding a dim splits it unevenly in general: its sizes stay pinned
 
@@ -118,24 +127,54 @@ def _binary(result, a, b, **kwargs):
         return _shapes_of(a)
     if not is_dtensor_proxy(b) or _placements(a) != _placements(b):
         return None
-    if not (same_dims(a.shape, b.shape) and same_dims(a.local_tensor.shape, b.local_tensor.shape)):
+    if not (same_dims(a._shape, b._shape) and same_dims(a.local_tensor._shape, b.local_tensor._shape)):
         return None
-    return _shapes_of(a) if _nonempty(a.shape) else None
+    return _shapes_of(a) if _nonempty(a._shape) else None
 
 
 def _linear(result, a, w, bias=None):
-    global_shape = (*a.shape[:-1], w.shape[0])
+    global_shape = (*a._shape[:-1], w._shape[0])
     out = _only_output_placements(result)
-    if len(out) != 1 or not _nonempty(a.shape, w.shape):
+    if len(out) != 1 or not _nonempty(a._shape, w._shape):
         return None
     (placement,) = out
     if not isinstance(placement, Shard):  # Replicate or Partial: every rank holds the full extent
         return DTensorShapes(global_shape, global_shape)
     if placement.dim % len(global_shape) == len(global_shape) - 1 and _placements(w) == (Shard(0),):
-        return DTensorShapes((*a.local_tensor.shape[:-1], w.local_tensor.shape[0]), global_shape)
+        return DTensorShapes((*a.local_tensor._shape[:-1], w.local_tensor._shape[0]), global_shape)
     if _placements(a) == out and _placements(w) == (Replicate(),):
-        return DTensorShapes((*a.local_tensor.shape[:-1], w.shape[0]), global_shape)
+        return DTensorShapes((*a.local_tensor._shape[:-1], w._shape[0]), global_shape)
     return None
+
+
+def _grouped_mm(result, a, b, offsets, **kwargs):
+    """Rows of ``a`` grouped by ``offsets`` times one matrix of ``b`` per group (the MoE experts' layout)."""
+    if len(a._shape) != 2 or len(b._shape) != 3 or any(d is not None for d in shard_dims(_placements(a), 2)):
+        return None
+    global_shape = (a._shape[0], b._shape[2])
+    out = shard_dims(_only_output_placements(result), 2)
+    if not _nonempty(a._shape, b._shape) or any(d == 0 for d in out):
+        return None
+    if all(d is None for d in out):
+        return DTensorShapes(global_shape, global_shape)
+    if shard_dims(_placements(b), 3) != tuple(None if d is None else 2 for d in out):
+        return None
+    return DTensorShapes((a._shape[0], b.local_tensor._shape[2]), global_shape)
+
+
+def _broadcast_in_dim(result, a, shape, broadcast_dimensions):
+    shape = tuple(shape)
+    local = list(shape)
+    for d in shard_dims(_only_output_placements(result), len(shape)):
+        if d is None:
+            continue
+        if d not in broadcast_dimensions:
+            return None  # sharding a dim the broadcast adds
+        i = list(broadcast_dimensions).index(d)
+        if not provably_equal(a._shape[i], shape[d]):
+            return None  # sharding a dim the broadcast expands
+        local[d] = a.local_tensor._shape[i]
+    return DTensorShapes(tuple(local), shape)
 
 
 _RULES: dict[Any, Callable[..., DTensorShapes | None]] = {
@@ -149,19 +188,41 @@ _RULES: dict[Any, Callable[..., DTensorShapes | None]] = {
     torch.neg: _shape_preserving,
     torch.reciprocal: _shape_preserving,
     F.linear: _linear,
+    torch._grouped_mm: _grouped_mm,
 }
-# thunder 0.2.6's DTensor dtype conversion runs a lambda defined in its meta function.
-_CONVERT_ELEMENT_TYPE = "dtensor_convert_element_type_meta.<locals>.<lambda>"
+# thunder 0.2.6's DTensor dtype conversion and broadcast run lambdas defined in their meta functions.
+_LAMBDA_RULES = {
+    "dtensor_convert_element_type_meta.<locals>.<lambda>": _shape_preserving,
+    "dtensor_broadcast_in_dim_meta.<locals>.<lambda>": _broadcast_in_dim,
+}
 
 
-def result_shapes(torch_op: Callable, args: tuple, kwargs: dict, result: Any) -> DTensorShapes | None:
-    """The symbolic shapes of ``torch_op(*args, **kwargs)``'s fake ``result``, or None without a rule."""
-    rule = _RULES.get(torch_op)
-    if rule is None and getattr(torch_op, "__qualname__", "") == _CONVERT_ELEMENT_TYPE:
-        rule = _shape_preserving
+def shape_rule(torch_op: Callable) -> Callable[[Callable], Callable]:
+    """Register the decorated ``rule(result, *args, **kwargs)`` for ``torch_op``'s fake runs (operations
+    defined outside this module: the DTensor backward operators of :mod:`thunder_symbolic.dtensor_grads`).
+    A rule of an operation with several results returns one :class:`DTensorShapes` (or None, for a None
+    result) per result."""
+
+    def register(rule: Callable) -> Callable:
+        _RULES[torch_op] = rule
+        return rule
+
+    return register
+
+
+def result_shapes(
+    torch_op: Callable, args: tuple, kwargs: dict, result: Any
+) -> tuple[tuple[Any, DTensorShapes], ...] | None:
+    """``(fake result, its symbolic shapes)`` for each result of ``torch_op(*args, **kwargs)``'s fake run,
+    or None when the operation has no rule or its rule does not give every result its sizes."""
+    rule = _RULES.get(torch_op) or _LAMBDA_RULES.get(getattr(torch_op, "__qualname__", ""))
     if rule is None:
         return None
     shapes = rule(result, *args, **kwargs)
-    if shapes is None or not shapes.matches(result):
+    results, shapes = (result, shapes) if isinstance(result, tuple) else ((result,), (shapes,))
+    if shapes is None or len(shapes) != len(results):
         return None
-    return shapes
+    pairs = tuple((r, s) for r, s in zip(results, shapes) if r is not None)
+    if any(s is None or not s.matches(r) for r, s in pairs):
+        return None
+    return pairs

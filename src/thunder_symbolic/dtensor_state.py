@@ -19,21 +19,18 @@ __all__ = ["local_tensor_provenance", "symbolic_result", "symbolic_shapes_of"]
 local_tensor_provenance: contextvars.ContextVar[tuple | None] = contextvars.ContextVar(
     "thunder_symbolic_local_tensor", default=None
 )
-# (fake result, its symbolic shapes) of the last DTensor meta function's fake run with a shape rule: the
-# meta function then builds its result proxies from that fake result, and these patches give them the
-# symbolic shapes (see thunder_symbolic.dtensor_shapes).
-symbolic_result: contextvars.ContextVar[tuple[Any, DTensorShapes] | None] = contextvars.ContextVar(
+# (fake result, its symbolic shapes) for each result of the last DTensor meta function's fake run with a
+# shape rule: the meta function then builds its result proxies from those fake results, and these patches
+# give them the symbolic shapes (see thunder_symbolic.dtensor_shapes).
+symbolic_result: contextvars.ContextVar[tuple[tuple[Any, DTensorShapes], ...] | None] = contextvars.ContextVar(
     "thunder_symbolic_dtensor_result", default=None
 )
 
 
 def symbolic_shapes_of(fake: Any) -> DTensorShapes | None:
-    """The symbolic shapes of the last fake result with a rule, when ``fake`` is that result, its local
-    tensor or its spec (what meta functions build their result proxies from); else None."""
-    last = symbolic_result.get()
-    if last is None:
-        return None
-    result, shapes = last
-    if fake is result or fake is getattr(result, "_local_tensor", None) or fake is getattr(result, "_spec", None):
-        return shapes
+    """The symbolic shapes of a fake result of the last fake run with a rule, when ``fake`` is that result,
+    its local tensor or its spec (what meta functions build their result proxies from); else None."""
+    for result, shapes in symbolic_result.get() or ():
+        if fake is result or fake is getattr(result, "_local_tensor", None) or fake is getattr(result, "_spec", None):
+            return shapes
     return None

@@ -275,3 +275,29 @@ def test_inputs_kept_equal_are_one():
         assert facts.decide(form) is decided, source
         if decided is None:
             facts.learn(form)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "equal"),
+    [
+        ("x.shape[0] * 2", "x.shape[0] * 2", True),  # one number computed twice (a DTensor's global size)
+        ("x.shape[0] * 2", "2 * x.shape[0]", True),
+        ("(x.shape[0] + 1) * 2", "x.shape[0] * 2 + 2", True),
+        ("x.shape[0] * 2", "x.shape[0] * 3", False),
+        ("x.shape[0] * 2", "x.shape[1] * 2", False),
+        ("x.shape[0] // 2 * 2", "x.shape[0]", False),  # equal for even sizes only: not proven
+        ("n * 2", "n + n", True),
+        ("f * 2", "f * 2", False),  # not integer algebra
+    ],
+)
+def test_numbers_provably_equal(a, b, equal):
+    """Two proxies of one size expression are the same size, decided without recording a guard."""
+
+    def proxy(source):
+        p = _Proxy(source)
+        algebra.attach(p, parse(source))
+        return p
+
+    assert algebra.provably_equal(proxy(a), proxy(b)) is equal
+    assert algebra.provably_equal(proxy(a), 6) is False  # a constant: proving it needs a guard
+    assert algebra.provably_equal(3, 3) and not algebra.provably_equal(3, 4)

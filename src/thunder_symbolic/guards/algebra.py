@@ -46,6 +46,7 @@ __all__ = [
     "compare",
     "equals",
     "negate",
+    "provably_equal",
     "redundant",
     "simplify",
     "truth",
@@ -350,6 +351,20 @@ def to_sympy(expr: Expr, symbols: Symbols) -> sympy.Basic | None:
         return expr.operation.integer(*operands)
     except (ZeroDivisionError, TypeError, ValueError):  # x // 0 and the like: left as traced
         return None
+
+
+def provably_equal(a: Any, b: Any) -> bool:
+    """Whether two numbers are the same integer whatever the inputs: the same proxy, equal ints, or two
+    proxies of integer expressions with one canonical form (two proxies of ``2 * x.shape[0]``, computed
+    twice). Deciding it records no guard; False means "not proven", not "different"."""
+    if a is b or (type(a) is int and type(b) is int and a == b):
+        return True
+    ea, eb = expr_of(a), expr_of(b)
+    if ea is None or eb is None or isinstance(ea, Const) or isinstance(eb, Const):
+        return False
+    symbols = Symbols()
+    sa, sb = to_sympy(ea, symbols), to_sympy(eb, symbols)
+    return sa is not None and sb is not None and sympy.expand(sa - sb) == 0
 
 
 @dataclass(frozen=True, eq=False)

@@ -121,23 +121,35 @@ def finish(entry: Any) -> Any:
     leaves = {id(leaf): leaf for g in guards for leaf in g.condition.leaves()}
     names = tuple(forward.final_names[i] for i in leaves)
     rendered = tuple((g.condition.render(lambda p: forward.final_names[id(p)]), g.where) for g in guards)
-    input_names = tuple(p.name for p in entry.computation_traces[0].args)
-    return entry._replace(prologue_fn=_with_late_guards(entry.prologue_fn, input_names, names, rendered))
+    readers = _input_readers(entry.computation_traces[0].args)
+    return entry._replace(prologue_fn=_with_late_guards(entry.prologue_fn, readers, names, rendered))
 
 
-def _with_late_guards(prologue_fn, input_names: tuple[str, ...], names: tuple[str, ...], guards):
+def _input_readers(args) -> dict[str, tuple[int, str | None]]:
+    """By name, where a late guard finds a value among the computation's inputs (the prologue's first
+    result): an input, or the local tensor of a DTensor input (its local sizes are symbolic inputs too)."""
+    readers: dict[str, tuple[int, str | None]] = {}
+    for i, p in enumerate(args):
+        readers[p.name] = (i, None)
+        local = getattr(p, "local_tensor", None)
+        if local is not None:
+            readers.setdefault(local.name, (i, "_local_tensor"))
+    return readers
+
+
+def _with_late_guards(prologue_fn, readers: dict[str, tuple[int, str | None]], names: tuple[str, ...], guards):
     """``prologue_fn`` followed by a check of the late guards, which read the computation's inputs (the
     prologue's first result) by name."""
-    missing = [n for n in names if n not in input_names]
+    missing = [n for n in names if n not in readers]
     if missing:
         raise BackwardSpecializes(f"the backward depends on {missing}, which are not inputs of the computation")
-    positions = [input_names.index(n) for n in names]
+    where = [readers[n] for n in names]
     check = compile_guards(names, guards)
 
     @functools.wraps(prologue_fn)
     def prologue(*args, **kwargs):
         inputs, to_epilogue = prologue_fn(*args, **kwargs)
-        check(*[inputs[i] for i in positions])
+        check(*[inputs[i] if attribute is None else getattr(inputs[i], attribute) for i, attribute in where])
         return inputs, to_epilogue
 
     prologue.late_guards = guards  # for diagnostics.explain

@@ -15,6 +15,7 @@ from thunder_symbolic.patches import (
     core_prims,  # noqa: F401  thunder/core/prims.py
     core_proxies,  # noqa: F401  thunder/core/proxies.py
     core_symbol,  # noqa: F401  thunder/core/symbol.py
+    core_trace_interpreter,  # noqa: F401  thunder/core/trace_interpreter.py
     core_transform_common,  # noqa: F401  thunder/core/transform_common.py
     core_transforms,  # noqa: F401  thunder/core/transforms.py
     core_update_aliases,  # noqa: F401  thunder/core/update_aliases.py

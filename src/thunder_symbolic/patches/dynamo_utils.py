@@ -85,3 +85,25 @@ def _is_node_supported_by_thunder(original):
         return original(node, thunder_options)
 
     return is_node_supported_by_thunder
+
+
+@patch(
+    "thunder.dynamo.utils:make_fake_arguments",
+    summary="a split-off graph whose example inputs cannot be made fake runs eagerly instead of failing",
+    why=(
+        "Converting a DTensor example value that requires grad and has dynamic sizes into a fake tensor "
+        "fails in torch ('unhashable type: non-nested SymInt', from DTensor's sharding propagation of "
+        "detach): the tensor-parallel attention under thunderfx failed in grad mode from its second "
+        "sequence length. Without example values thunderfx runs the graph with PyTorch, as it does when "
+        "Dynamo gives none."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _make_fake_arguments(original):
+    def make_fake_arguments(gm):
+        try:
+            return original(gm)
+        except RuntimeError:
+            return None
+
+    return make_fake_arguments

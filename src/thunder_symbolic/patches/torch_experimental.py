@@ -11,10 +11,14 @@ from thunder.core.proxies import CONSTRAINT, IntegerProxy, NumberProxy, TensorPr
 from thunder.core.pytree import tree_flatten
 from thunder.torch.experimental.dtensor_proxy import DTensorProxy
 
+from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
 from thunder_symbolic.dtensor_state import local_tensor_provenance, symbolic_result, symbolic_shapes_of
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.opaque import opaque
+
+if torch.distributed.is_available():
+    import thunder_symbolic.dtensor_grads  # noqa: F401  registers the DTensor grad rules
 
 
 @patch(
@@ -34,27 +38,34 @@ def _proxify_dtensor(original):
             # A meta function's result (from_local, redistribute): its global shape from the shape rule.
             result = original(x, name, history)
             shapes = symbolic_shapes_of(x)
-            return result if result is None or shapes is None else DTensorProxy(like=result, shape=shapes.global_)
+            return result if result is None or shapes is None else _with_shape(result, shapes.global_)
         local = getattr(x, "_local_tensor", None)
         if local is None:
             return original(x, name, history)
         attribute = ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value="_local_tensor")
         provenance = ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[history, attribute])
+        if isinstance(x, torch.nn.Parameter):
+            with constant_values():  # parameters keep static shapes, local ones too (as torch.compile)
+                return original(x, name, history)
         token = local_tensor_provenance.set((local, provenance))
         try:
-            if isinstance(x, torch.nn.Parameter):
-                return original(x, name, history)  # parameters keep static (global) shapes
             result = original(x, None, history)
         finally:
             local_tensor_provenance.reset(token)
         # An argument: its global dims are symbolic inputs too, read from the DTensor like a tensor's.
-        proxy = DTensorProxy(name, like=result, shape=_input_dims(x.shape, history), history=history)
+        proxy = _with_shape(result, _input_dims(x.shape, history), name=name, history=history)
         recorder = guard_recorder.current()
         if recorder is not None:
             recorder.add_tensor_input(proxy)
         return proxy
 
     return proxify_dtensor
+
+
+def _with_shape(proxy: DTensorProxy, shape: tuple, **kwargs) -> DTensorProxy:
+    """``proxy`` with the global ``shape``; it keeps requires_grad, which DTensorProxy's ``like`` drops (a
+    DTensor argument that requires grad then failed the prologue's metadata check on every call)."""
+    return DTensorProxy(like=proxy, shape=shape, requires_grad=proxy.requires_grad, **kwargs)
 
 
 def _input_dims(shape, history) -> tuple:
@@ -108,7 +119,7 @@ def _run_with_fake_tensor(original):
         shapes = result_shapes(torch_op, args, kwargs, result)
         if shapes is None:
             _pin_sizes(recorder, args, kwargs)
-        symbolic_result.set(None if shapes is None else (result, shapes))
+        symbolic_result.set(shapes)
         return result
 
     return run_with_fake_tensor
@@ -133,7 +144,7 @@ def _create_dtensor_proxy_from_proxies(original):
         if not same_dims(local_tensor.shape, shapes.local):  # by identity: comparing proxies is a guard
             local_tensor = TensorProxy(like=local_tensor, shape=shapes.local)
         result = original(local_tensor, spec, requires_grad)
-        return DTensorProxy(like=result, shape=shapes.global_)
+        return _with_shape(result, shapes.global_)
 
     return create_dtensor_proxy_from_proxies
 
@@ -205,3 +216,42 @@ def _dtensor_reshape_prim(original):
         return original(a, (shape,) if isinstance(shape, (int, NumberProxy)) else shape)
 
     return dtensor_reshape_prim
+
+
+def _replicated_or_partial(placement) -> bool:
+    return placement.is_replicate() or placement.is_partial()
+
+
+@patch(
+    "thunder.torch.experimental.dtensor_utils:check_dtensor_cotangent_metadata",
+    summary=(
+        "a DTensor cotangent may be Partial where the traced one was Replicate (or the reverse), and of "
+        "another shape under symbolic values"
+    ),
+    why=(
+        "The gradient of a replicated DTensor output is often Partial (torch's DTensor autograd keeps it "
+        "unreduced); thunderfx hands DTensors from one thunder program to the next, so the tensor-parallel "
+        "attention failed in grad mode ('Metadata (placement and mesh) has changed for cotangent'). Both "
+        "have the full local shape, and the backward's DTensor operations run on the actual placements. "
+        "The check also compared the traced shape, which symbolic values let change."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _check_dtensor_cotangent_metadata(original):
+    def check_dtensor_cotangent_metadata(dtensor, metadata):
+        spec = dtensor._spec
+        if (
+            spec.mesh == metadata.mesh
+            and spec.tensor_meta is not None
+            and metadata.tensor_meta is not None
+            and spec.tensor_meta.dtype == metadata.tensor_meta.dtype
+            and len(spec.placements) == len(metadata.placements)
+            and all(
+                p == q or (_replicated_or_partial(p) and _replicated_or_partial(q))
+                for p, q in zip(spec.placements, metadata.placements)
+            )
+        ):
+            return
+        original(dtensor, metadata)
+
+    return check_dtensor_cotangent_metadata
