@@ -48,8 +48,19 @@ def backward_placements(placements) -> tuple:
 # --- Backward operators: torch code on DTensors, executed by the torch executor ----------------------
 
 
+def _reduced(g):
+    """``g`` with its Partial placements reduced (Replicate). A gradient proxy has its forward value's
+    placements, while the gradient arriving for a Partial value is Replicate (see
+    :func:`backward_placements`): the meta function's fake run then computes the layouts the run gets,
+    and a gradient that does arrive Partial is reduced first (torch 2.14's matmul keeps it Partial, with
+    the weight gradient's local shape then the full one)."""
+    placements = backward_placements(g.placements)
+    return g if tuple(g.placements) == placements else g.redistribute(g.device_mesh, placements)
+
+
 def _linear_backward(g, a, w, with_bias: bool):
     """``F.linear``'s gradients as eager autograd computes them: through the 2-D matmuls of its input."""
+    g = _reduced(g)
     g2, a2 = g.reshape(-1, g.shape[-1]), a.reshape(-1, a.shape[-1])
     grads = (g.matmul(w), g2.t().matmul(a2))
     return (*grads, g2.sum(0)) if with_bias else grads
@@ -93,7 +104,7 @@ def _grouped_mm_backward(g, a, b, offsets):
     operand arrangement; recomputing the product is the price of not restating them)."""
     with torch.enable_grad():
         a, b = a.detach().requires_grad_(), b.detach().requires_grad_()
-        return torch.autograd.grad(torch._grouped_mm(a, b, offsets), (a, b), g)
+        return torch.autograd.grad(torch._grouped_mm(a, b, offsets), (a, b), _reduced(g))
 
 
 def _proxy_of(result):

@@ -30,6 +30,12 @@ COMPILES = {
     "placements_change": (2, "a Shard(0) and a Replicate argument of one global shape are two programs"),
 }
 
+# torch 2.14's torch.compile fails on these tensor-parallel modules in grad mode (BackendCompilerFailed:
+# RecursionError in make_fx's lazy proxies), and thunderfx compiles the graphs it leaves to PyTorch
+# (the DTensor redistributions) with it. torch.compile(module) fails the same way there.
+_TORCH = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+INDUCTOR_FAILS_IN_GRAD_MODE = {"mlp_thunderfx", "attention_thunderfx"} if _TORCH >= (2, 14) else set()
+
 LAUNCHES = {
     "cpu-1": ("cpu", 1),
     "cpu-2": ("cpu", 2),
@@ -74,7 +80,13 @@ def test_dtensor_program_matches_eager(results, case):
     _check(results, case, case)
 
 
+def _grad_param(case):
+    if case in INDUCTOR_FAILS_IN_GRAD_MODE:
+        return pytest.param(case, marks=pytest.mark.xfail(reason="torch.compile fails in grad mode", strict=True))
+    return case
+
+
 @pytest.mark.distributed
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", [_grad_param(case) for case in CASES])
 def test_dtensor_program_gradients_match_eager(results, case):
     _check(results, f"grad:{case}", case)
