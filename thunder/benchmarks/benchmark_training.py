@@ -6,12 +6,20 @@ the script prints the compiles, the time spent in calls that compiled, the media
 steps (forward and backward), and the largest difference of the loss and the gradients from eager's.
 
     python thunder/benchmarks/benchmark_training.py [--lengths 16 24 32 40] [--steps 24] [--json]
+
+With ``--tensor-parallel``, under ``torchrun --nproc-per-node 2`` (gloo on CPU, nccl on CUDA), the MLP
+(column- then row-wise) and the output head (column-wise, logits gathered) are sharded over the ranks
+with ``parallelize_module``; the model trains in grad mode as any module, and gradients are compared as
+full tensors. Rank 0 prints.
+
+    torchrun --nproc-per-node 2 thunder/benchmarks/benchmark_training.py --tensor-parallel
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 import warnings
@@ -63,8 +71,34 @@ def train(model, run, batches, misses=lambda: 0):
         loss = run(tokens, targets)
         loss.backward()
         seconds = time.perf_counter() - start
-        steps.append((seconds, misses() > before, loss.detach(), [p.grad.clone() for p in model.parameters()]))
+        steps.append((seconds, misses() > before, loss.detach(), [_full(p.grad) for p in model.parameters()]))
     return steps
+
+
+def _full(grad: torch.Tensor) -> torch.Tensor:
+    """A gradient as one tensor (a DTensor's gathered over the mesh)."""
+    return grad.full_tensor() if hasattr(grad, "full_tensor") else grad.clone()
+
+
+def tensor_parallel(model: Decoder) -> tuple[Decoder, torch.device]:
+    """``model`` with its MLP and output head sharded over every rank of the launch, and the device used."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if cuda else "gloo")
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    plan = {
+        "mlp.0": ColwiseParallel(),
+        "mlp.2": RowwiseParallel(),
+        "head": ColwiseParallel(output_layouts=Replicate()),
+    }
+    return parallelize_module(model.to(device), mesh, plan), device
 
 
 def main() -> None:
@@ -73,21 +107,32 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=24)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument(
+        "--tensor-parallel",
+        action="store_true",
+        help="shard the MLP and the output head over the ranks of a torchrun launch (gloo on CPU, nccl on CUDA)",
+    )
     args = parser.parse_args()
     if any(n < 2 for n in args.lengths) or args.steps < 1 or args.batch < 1:
         parser.error("--lengths must be >= 2, --steps and --batch >= 1")
+    if args.tensor_parallel and "WORLD_SIZE" not in os.environ:
+        parser.error("--tensor-parallel runs under torchrun: torchrun --nproc-per-node 2 " + __file__ + " ...")
     warnings.filterwarnings("ignore")
     torch.manual_seed(0)
-    model = Decoder()
+    model, device = tensor_parallel(Decoder()) if args.tensor_parallel else (Decoder(), torch.device("cpu"))
     generator = torch.Generator().manual_seed(1)
     batches = []
     for step in range(args.steps):
         length = args.lengths[step % len(args.lengths)]
-        tokens = torch.randint(0, VOCAB, (args.batch, length + 1), generator=generator)
+        tokens = torch.randint(0, VOCAB, (args.batch, length + 1), generator=generator).to(device)
         batches.append((tokens[:, :-1], tokens[:, 1:]))
 
     eager = train(model, model, batches)
     results = {"lengths": args.lengths, "steps": args.steps, "batch": args.batch}
+    if args.tensor_parallel:
+        import torch.distributed as dist
+
+        results["tensor_parallel"] = {"ranks": dist.get_world_size(), "device": device.type}
     results["eager"] = {"step_ms": 1e3 * statistics.median(step[0] for step in eager)}
     for cache in ("constant values", "symbolic values"):
         jmodel = thunder.jit(model, cache=cache)
@@ -100,11 +145,20 @@ def main() -> None:
             "loss_diff": max((s[2] - e[2]).abs().item() for s, e in zip(steps, eager)),
             "grad_diff": max((g - r).abs().max().item() for s, e in zip(steps, eager) for g, r in zip(s[3], e[3])),
         }
+    if args.tensor_parallel:
+        import torch.distributed as dist
+
+        rank = dist.get_rank()
+        dist.destroy_process_group()
+        if rank != 0:
+            return
     if args.json:
         print(json.dumps(results))
         return
     threads = torch.get_num_threads()
-    print(f"training {args.steps} steps, batch {args.batch}, lengths {args.lengths} (CPU threads: {threads})")
+    parallel = results.get("tensor_parallel")
+    layout = f", tensor-parallel over {parallel['ranks']} ranks ({parallel['device']})" if parallel else ""
+    print(f"training {args.steps} steps, batch {args.batch}, lengths {args.lengths}{layout} (CPU threads: {threads})")
     print(f"  eager            step {results['eager']['step_ms']:8.2f} ms")
     for cache in ("constant values", "symbolic values"):
         r = results[cache]
