@@ -19,7 +19,7 @@ PYEOF
 status=0
 "$PY" -m pytest -q -rs -k cuda --junitxml="$OUT/gpu-tests.xml" \
     thunder/tests/test_nvfuser_symbolic.py thunder/tests/test_decoder_symbolic.py \
-    thunder/tests/test_dtensor_symbolic.py || status=$?
+    thunder/tests/test_dtensor_symbolic.py thunder/tests/test_benchmark_training.py || status=$?
 
 "$PY" thunder/benchmarks/benchmark_inference.py --device cuda --model-name tiny-llama4 --mode thunder --compare-cache \
     --input-length 256 --output-length 32 --num-iterations 3 --warmup-iterations 1 \
