@@ -92,7 +92,7 @@ def _from_local_backward(g, mesh, placements, local_shape):
     return g.to_local()
 
 
-def _redistribute_backward(g, mesh, placements, local_shape, global_shape, like=None):
+def _redistribute_backward(g, mesh, placements, local_shape=None, global_shape=None, like=None):
     """``redistribute``'s gradient: ``g`` redistributed to the placements of the forward's input (decided
     at run time, see :func:`_from_local_backward`). The sizes, or for a DTensor argument the argument
     itself (``like``), only give the result its symbolic shapes."""
@@ -117,8 +117,8 @@ def _operator(fn):
     """``fn`` as an operator of the torch executor named ``dtensor<fn's name>``; its meta function runs
     ``fn`` on fake DTensors (as thunder's DTensor meta functions do) and proxies the results."""
 
-    def meta(*args):
-        return _proxy_of(dtensor_utils.run_with_fake_tensor(fn, *args))
+    def meta(*args, **kwargs):
+        return _proxy_of(dtensor_utils.run_with_fake_tensor(fn, *args, **kwargs))
 
     op = pytorchex.register_operator(f"dtensor{fn.__name__}", meta=meta, fn=fn)
     pytorchex.register_implementation(op, op)
@@ -174,7 +174,7 @@ def _to_local_backward_shapes(result, g, mesh, placements, global_shape):
 
 
 @shape_rule(_redistribute_backward)
-def _redistribute_backward_shapes(result, g, mesh, placements, local_shape, global_shape, like=None):
+def _redistribute_backward_shapes(result, g, mesh, placements, local_shape=None, global_shape=None, like=None):
     if like is not None:
         return DTensorShapes(tuple(like.local_tensor._shape), tuple(like._shape))
     return DTensorShapes(tuple(local_shape), tuple(global_shape))
@@ -196,39 +196,38 @@ def _broadcast_in_dim_backward_shapes(result, g, expanded, reduced):
 # They read sizes as ``_shape``: ``.shape`` binds a shape operation on the proxy in the joint trace, which
 # made the backward need the forward's DTensor (or a local tensor no trace holds) only for its sizes.
 
-if hasattr(dtensor_prims, "dtensor_from_local_prim"):  # torch.distributed is available
 
-    @grad_rule("dtensor_from_local")
-    def _from_local_grad(x, mesh, placements, *, run_check=False, shape=None, stride=None):
-        out = dtensor_prims.dtensor_from_local_prim(
-            x, mesh, placements, run_check=run_check, shape=shape, stride=stride
-        )
-        put_grad(x, dtensor_from_local_backward(get_grad(out), mesh, backward_placements(placements), x._shape))
-        return out
+@grad_rule("dtensor_from_local")
+def _from_local_grad(x, mesh, placements, *, run_check=False, shape=None, stride=None):
+    out = dtensor_prims.dtensor_from_local_prim(x, mesh, placements, run_check=run_check, shape=shape, stride=stride)
+    put_grad(x, dtensor_from_local_backward(get_grad(out), mesh, backward_placements(placements), x._shape))
+    return out
 
-    @grad_rule("dtensor_to_local")
-    def _to_local_grad(d, *, grad_placements=None):
-        out = dtensor_prims.dtensor_to_local_prim(d, grad_placements=grad_placements)
-        g = get_grad(out)
-        placements = tuple(d.placements if grad_placements is None else grad_placements)
-        put_grad(d, dtensor_to_local_backward(g, d.device_mesh, placements, d._shape))
-        return out
 
-    @grad_rule("dtensor_redistribute")
-    def _redistribute_grad(d, device_mesh=None, placements=None, *, async_op=False):
-        out = dtensor_prims.dtensor_redistribute_prim(d, device_mesh, placements, async_op=async_op)
-        target = backward_placements(d.placements)
-        # A replicated or partial d holds the global shape locally. The local sizes of a sharded DTensor
-        # argument are read by the prologue, not values of the computation: the argument (alive anyway)
-        # gives them; an intermediate d is not kept for its sizes.
-        if not any(p.is_shard() for p in d.placements):
-            layout = (d._shape, d._shape)
-        elif getattr(d, "history", None) is not None:
-            layout = (None, None, d)
-        else:
-            layout = (d.local_tensor._shape, d._shape)
-        put_grad(d, dtensor_redistribute_backward(get_grad(out), d.device_mesh, target, *layout))
-        return out
+@grad_rule("dtensor_to_local")
+def _to_local_grad(d, *, grad_placements=None):
+    out = dtensor_prims.dtensor_to_local_prim(d, grad_placements=grad_placements)
+    g = get_grad(out)
+    placements = tuple(d.placements if grad_placements is None else grad_placements)
+    put_grad(d, dtensor_to_local_backward(g, d.device_mesh, placements, d._shape))
+    return out
+
+
+@grad_rule("dtensor_redistribute")
+def _redistribute_grad(d, device_mesh=None, placements=None, *, async_op=False):
+    out = dtensor_prims.dtensor_redistribute_prim(d, device_mesh, placements, async_op=async_op)
+    target = backward_placements(d.placements)
+    # A replicated or partial d holds the global shape locally. The local sizes of a sharded DTensor
+    # argument are read by the prologue, not values of the computation: the argument (alive anyway)
+    # gives them; an intermediate d is not kept for its sizes.
+    if not any(p.is_shard() for p in d.placements):
+        sizes = {"local_shape": d._shape, "global_shape": d._shape}
+    elif getattr(d, "history", None) is not None:
+        sizes = {"like": d}
+    else:
+        sizes = {"local_shape": d.local_tensor._shape, "global_shape": d._shape}
+    put_grad(d, dtensor_redistribute_backward(get_grad(out), d.device_mesh, target, **sizes))
+    return out
 
 
 @grad_rule(DTensorPrimIDs.LINEAR)
@@ -287,12 +286,10 @@ def _reciprocal_grad(a):
     return out
 
 
-if hasattr(dtensor_prims, "dtensor_grouped_mm_prim"):
-
-    @grad_rule(DTensorPrimIDs._GROUPED_MM)
-    def _grouped_mm_grad(a, b, offsets):
-        out = dtensor_prims.dtensor_grouped_mm_prim(a, b, offsets)
-        grad_a, grad_b = dtensor_grouped_mm_backward(get_grad(out), a, b, offsets)
-        put_grad(a, grad_a)
-        put_grad(b, grad_b)
-        return out
+@grad_rule(DTensorPrimIDs._GROUPED_MM)
+def _grouped_mm_grad(a, b, offsets):
+    out = dtensor_prims.dtensor_grouped_mm_prim(a, b, offsets)
+    grad_a, grad_b = dtensor_grouped_mm_backward(get_grad(out), a, b, offsets)
+    put_grad(a, grad_a)
+    put_grad(b, grad_b)
+    return out
