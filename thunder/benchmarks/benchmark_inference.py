@@ -389,6 +389,19 @@ def thunder_functions(compiled) -> list:
     return [compiled] if hasattr(compiled, "_lc_cs") else []
 
 
+def region_label(fn) -> str:
+    """A thunder region by what it computes: its most frequent operations (of its last trace)."""
+    import thunder
+
+    names: dict[str, int] = {}
+    for bsym in thunder.last_traces(fn)[-1].bound_symbols:
+        name = bsym.sym.name
+        if name not in ("unpack_trivial", "python_return", "shape", "python_del"):
+            names[name] = names.get(name, 0) + 1
+    common = sorted(names, key=lambda n: -names[n])[:3]
+    return f"{sum(names.values())} ops: " + ", ".join(common)
+
+
 def dynamo_graphs(compiled) -> int:
     backend = getattr(compiled, "_backend", None)
     if backend is not None:
@@ -412,6 +425,80 @@ def split_reasons(compiled) -> dict[str, int]:
 
 
 @dataclass
+class DecodeProfile:
+    """Where a decode step's time goes under thunder: in its regions (their prologues, and the rest of a
+    call: computation, epilogue, dispatch) and outside them (the operations thunderfx leaves to PyTorch,
+    collectives between regions, sampling). Each region's calls are timed by a wrapper of its forward;
+    the prologue's time is thunder's timestamp of the region's last call."""
+
+    steps: int = 0
+    step_s: float = 0.0
+    regions_s: float = 0.0
+    prologues_s: float = 0.0
+    per_region_s: dict[int, list[float]] = field(default_factory=dict)  # index -> [call s, prologue s]
+    _call_ns: dict[int, int] = field(default_factory=dict)  # id(region) -> time in its calls so far
+    _labels: dict[int, str] = field(default_factory=dict)
+
+    def instrument(self, compiled) -> dict[int, int]:
+        """Time every region's calls (once per region); returns the time in each region's calls so far."""
+        for fn in thunder_functions(compiled):
+            if id(fn) not in self._call_ns and hasattr(fn, "_forward_fn"):
+                self._call_ns[id(fn)] = 0
+                fn._forward_fn = self._timed(fn._forward_fn, id(fn))
+        return dict(self._call_ns)
+
+    def _timed(self, forward, key: int):
+        def timed(*args, **kwargs):
+            start = time.perf_counter_ns()
+            try:
+                return forward(*args, **kwargs)
+            finally:
+                self._call_ns[key] += time.perf_counter_ns() - start
+
+        return timed
+
+    def add(self, seconds: float, compiled, timed_before: dict[int, int], calls_before, calls_after) -> None:
+        import thunder
+
+        if not self.steps:
+            self._labels = {i: region_label(fn) for i, fn in enumerate(thunder_functions(compiled))}
+        self.steps += 1
+        self.step_s += seconds
+        for index, fn in enumerate(thunder_functions(compiled)):
+            if calls_after.get(id(fn), 0) == calls_before.get(id(fn), 0):
+                continue
+            call = (self._call_ns.get(id(fn), 0) - timed_before.get(id(fn), 0)) / 1e9
+            cs = thunder.compile_stats(fn)
+            prologue = (cs.last_prologue_execution_stop - cs.last_prologue_execution_start) / 1e9
+            self.regions_s += call
+            self.prologues_s += prologue
+            totals = self.per_region_s.setdefault(index, [0.0, 0.0])
+            totals[0] += call
+            totals[1] += prologue
+
+    def summary(self, top: int = 5) -> dict[str, Any] | None:
+        if not self.steps:
+            return None
+
+        def ms(seconds: float) -> float:
+            return 1e3 * seconds / self.steps
+
+        ranked = sorted(self.per_region_s.items(), key=lambda item: -item[1][0])[:top]
+        labels = self._labels
+        return {
+            "steps": self.steps,
+            "step_ms": ms(self.step_s),
+            "thunder_regions_ms": ms(self.regions_s),
+            "thunder_prologues_ms": ms(self.prologues_s),
+            "outside_thunder_ms": ms(self.step_s - self.regions_s),
+            "top_regions": [
+                {"region": labels.get(index, str(index)), "ms": ms(call), "prologue_ms": ms(prologue)}
+                for index, (call, prologue) in ranked
+            ],
+        }
+
+
+@dataclass
 class CompileCounter:
     """Counts thunder compiles per generation phase; a recompile is any compile after a function's first."""
 
@@ -420,17 +507,20 @@ class CompileCounter:
     compile_time_s: float = 0.0
     compiling_calls: int = 0
     regions_called: dict[str, int] = field(default_factory=dict)  # thunder programs run by a step, per phase
+    profile: DecodeProfile = field(default_factory=DecodeProfile)
 
-    def snapshot(self, compiled) -> tuple[dict[int, int], int, int]:
+    def snapshot(self, compiled) -> tuple[dict[int, int], int, dict[int, int]]:
         import thunder
 
         fns = thunder_functions(compiled)
-        calls = sum(thunder.cache_hits(fn) + thunder.cache_misses(fn) for fn in fns)
+        calls = {id(fn): thunder.cache_hits(fn) + thunder.cache_misses(fn) for fn in fns}
         return {id(fn): thunder.cache_misses(fn) for fn in fns}, dynamo_graphs(compiled), calls
 
-    def account(self, phase: str, before, after, seconds: float) -> None:
+    def account(self, phase: str, before, after, seconds: float, compiled=None, timed_before=None) -> None:
         (misses_before, graphs_before, calls_before), (misses_after, graphs_after, calls_after) = before, after
-        self.regions_called[phase] = calls_after - calls_before
+        self.regions_called[phase] = sum(calls_after.values()) - sum(calls_before.values())
+        if phase == "later_decode" and misses_after == misses_before and timed_before is not None:
+            self.profile.add(seconds, compiled, timed_before, calls_before, calls_after)
         recompiles = sum(max(m, 1) - max(misses_before.get(k, 0), 1) for k, m in misses_after.items())
         self.recompiles[phase] += recompiles
         if misses_after != misses_before or graphs_after != graphs_before:
@@ -455,6 +545,7 @@ class Runner:
         start = int(start) if isinstance(start, torch.Tensor) else start
         cache_position = torch.arange(start, start + input_ids.shape[1], device=self.device)
         before = self.counter.snapshot(self.compiled)
+        timed_before = None if model else self.counter.profile.instrument(self.compiled)
         began = time.perf_counter()
         with torch.no_grad():
             logits = (model or self.compiled)(
@@ -462,7 +553,8 @@ class Runner:
             ).logits
         next_token = torch.argmax(logits[:, -1, :], dim=-1, keepdim=True)
         sync(self.device)
-        self.counter.account(phase, before, self.counter.snapshot(self.compiled), time.perf_counter() - began)
+        after = self.counter.snapshot(self.compiled)
+        self.counter.account(phase, before, after, time.perf_counter() - began, self.compiled, timed_before)
         return next_token, logits[:, -1, :].float()
 
     def generate(self, progress=None, model=None, forced: torch.Tensor | None = None) -> dict[str, Any]:
@@ -574,6 +666,7 @@ def run_one(args, config, ctx: Dist, device: torch.device, mode: str, cache: str
         "recompiles_later_decode": runner.counter.recompiles["later_decode"],
         "dynamo_graphs": dynamo_graphs(runner.compiled) if mode in ("thunder", "inductor") else 0,
         "thunder_regions_per_decode_step": runner.counter.regions_called.get("later_decode", 0),
+        "decode_step_profile": runner.counter.profile.summary() if fns else None,
         "split_reasons": split_reasons(runner.compiled),
         "first_token_s": first_token_s,
         "compiling_calls": runner.counter.compiling_calls,
@@ -694,6 +787,16 @@ def print_report(report: dict[str, Any]) -> None:
         )
         if run["mode"] in THUNDER_MODES:
             print(f"  thunder regions per decode step: {c['thunder_regions_per_decode_step']}")
+        profile = c.get("decode_step_profile")
+        if profile:
+            print(
+                f"  decode step (mean of {profile['steps']}): {profile['step_ms']:.2f} ms = thunder regions "
+                f"{profile['thunder_regions_ms']:.2f} ms (prologues {profile['thunder_prologues_ms']:.2f}) + "
+                f"outside thunder {profile['outside_thunder_ms']:.2f} ms"
+            )
+            print("  costliest regions per step:")
+            for r in profile["top_regions"]:
+                print(f"    {r['ms']:6.2f} ms (prologue {r['prologue_ms']:.2f}): {r['region']}")
         if c["split_reasons"]:
             print("  graph splits:")
             for reason, count in c["split_reasons"].items():

@@ -50,6 +50,13 @@ def test_symbolic_values_never_recompile_in_later_decode(tmp_path):
     assert 0 < symbolic["thunder_regions_per_decode_step"] <= runs[SYMBOLIC]["compile"]["thunder_compiled_functions"]
     assert runs[SYMBOLIC]["compile"]["split_reasons"] and "graph splits:" in result.stdout
     assert "-- comparison" in result.stdout and "x eager" in result.stdout
+    # Where a decode step's time goes: thunder's regions (their prologues among it) and the rest.
+    profile = runs[SYMBOLIC]["compile"]["decode_step_profile"]
+    assert profile["steps"] > 0 and 0 < profile["thunder_prologues_ms"] < profile["thunder_regions_ms"]
+    assert profile["thunder_regions_ms"] + profile["outside_thunder_ms"] == pytest.approx(profile["step_ms"])
+    assert profile["top_regions"] and " ops: " in profile["top_regions"][0]["region"]
+    assert "costliest regions per step:" in result.stdout
+    assert next(run for run in report["runs"] if run["mode"] == "eager")["compile"]["decode_step_profile"] is None
 
 
 def test_unsupported_combination_fails_with_a_clear_message(tmp_path):
