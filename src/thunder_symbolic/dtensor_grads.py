@@ -33,7 +33,7 @@ from thunder.torch.experimental import dtensor_torch_and_prims as dtensor_prims
 from thunder.torch.experimental.dtensor_torch_and_prims import DTensorPrimIDs
 from torch.distributed.tensor import DTensor, Partial, Replicate
 
-from thunder_symbolic.dtensor_shapes import DTensorShapes, shape_rule, shard_dims
+from thunder_symbolic.dtensor_shapes import DTensorShapes, shape_rule, shapes_of, shard_dims
 from thunder_symbolic.grad_rules import grad_rule
 
 __all__ = ["backward_placements"]
@@ -140,7 +140,7 @@ def _like(grad, x) -> DTensorShapes | None:
     """``x``'s sizes for its gradient ``grad`` (a fake DTensor), when both shard the same dims."""
     if shard_dims(grad.placements, grad.ndim) != shard_dims(x.placements, len(x._shape)):
         return None
-    return DTensorShapes(tuple(x.local_tensor._shape), tuple(x._shape))
+    return shapes_of(x)
 
 
 @shape_rule(_linear_backward)
@@ -176,7 +176,7 @@ def _to_local_backward_shapes(result, g, mesh, placements, global_shape):
 @shape_rule(_redistribute_backward)
 def _redistribute_backward_shapes(result, g, mesh, placements, local_shape=None, global_shape=None, like=None):
     if like is not None:
-        return DTensorShapes(tuple(like.local_tensor._shape), tuple(like._shape))
+        return shapes_of(like)
     return DTensorShapes(tuple(local_shape), tuple(global_shape))
 
 

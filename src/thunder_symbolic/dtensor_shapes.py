@@ -23,7 +23,7 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 
 from thunder_symbolic.guards.algebra import provably_equal
 
-__all__ = ["DTensorShapes", "result_shapes", "same_dims", "shape_rule", "shard_dims"]
+__all__ = ["DTensorShapes", "result_shapes", "same_dims", "shape_rule", "shapes_of", "shard_dims"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,8 @@ def same_dims(a: Sequence, b: Sequence) -> bool:
     return len(a) == len(b) and all(provably_equal(x, y) for x, y in zip(a, b))
 
 
-def _shapes_of(x: Any) -> DTensorShapes:
+def shapes_of(x: Any) -> DTensorShapes:
+    """A DTensor proxy's own local and global sizes."""
     return DTensorShapes(tuple(x.local_tensor._shape), tuple(x._shape))
 
 
@@ -100,7 +101,7 @@ def _redistribute(result, dtensor, device_mesh=None, placements=None, *, async_o
         return None
     ndim = len(dtensor._shape)
     if _normalized(placements, ndim) == _normalized(_placements(dtensor), ndim):
-        return _shapes_of(dtensor)  # nothing moves
+        return shapes_of(dtensor)  # nothing moves
     if all(isinstance(p, Replicate) for p in placements):
         full = tuple(dtensor._shape)
         return DTensorShapes(full, full)
@@ -117,19 +118,19 @@ def _reshape(result, a, shape):
 
 
 def _shape_preserving(result, a, *rest, **kwargs):
-    return _shapes_of(a)
+    return shapes_of(a)
 
 
 def _binary(result, a, b, **kwargs):
     if not is_dtensor_proxy(a):
         a, b = b, a
     if isinstance(b, Number) or getattr(b, "python_type", None) in (int, float, bool, complex):
-        return _shapes_of(a)
+        return shapes_of(a)
     if not is_dtensor_proxy(b) or _placements(a) != _placements(b):
         return None
     if not (same_dims(a._shape, b._shape) and same_dims(a.local_tensor._shape, b.local_tensor._shape)):
         return None
-    return _shapes_of(a) if _nonempty(a._shape) else None
+    return shapes_of(a) if _nonempty(a._shape) else None
 
 
 def _linear(result, a, w, bias=None):

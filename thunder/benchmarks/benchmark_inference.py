@@ -460,11 +460,12 @@ class DecodeProfile:
     def add(self, seconds: float, compiled, timed_before: dict[int, int], calls_before, calls_after) -> None:
         import thunder
 
+        fns = thunder_functions(compiled)
         if not self.steps:
-            self._labels = {i: region_label(fn) for i, fn in enumerate(thunder_functions(compiled))}
+            self._labels = {i: region_label(fn) for i, fn in enumerate(fns)}
         self.steps += 1
         self.step_s += seconds
-        for index, fn in enumerate(thunder_functions(compiled)):
+        for index, fn in enumerate(fns):
             if calls_after.get(id(fn), 0) == calls_before.get(id(fn), 0):
                 continue
             call = (self._call_ns.get(id(fn), 0) - timed_before.get(id(fn), 0)) / 1e9
@@ -484,7 +485,6 @@ class DecodeProfile:
             return 1e3 * seconds / self.steps
 
         ranked = sorted(self.per_region_s.items(), key=lambda item: -item[1][0])[:top]
-        labels = self._labels
         return {
             "steps": self.steps,
             "step_ms": ms(self.step_s),
@@ -492,7 +492,7 @@ class DecodeProfile:
             "thunder_prologues_ms": ms(self.prologues_s),
             "outside_thunder_ms": ms(self.step_s - self.regions_s),
             "top_regions": [
-                {"region": labels.get(index, str(index)), "ms": ms(call), "prologue_ms": ms(prologue)}
+                {"region": self._labels.get(index, str(index)), "ms": ms(call), "prologue_ms": ms(prologue)}
                 for index, (call, prologue) in ranked
             ],
         }

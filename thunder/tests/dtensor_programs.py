@@ -236,15 +236,19 @@ CASES = {
 }
 
 
+def compile_case(name, fn):
+    """``fn`` under symbolic values: through thunderfx for the ``*_thunderfx`` cases, else thunder.jit."""
+    if name.endswith("_thunderfx"):
+        torch._dynamo.reset()
+        return thunder.dynamo.thunderfx(fn, cache="symbolic values")
+    return thunder.jit(fn, cache="symbolic values")
+
+
 def run_case(name, mesh) -> dict:
     made = CASES[name](mesh)
     fn, arg_sets = made[:2]
     reference = made[2] if len(made) > 2 else fn
-    if name.endswith("_thunderfx"):
-        torch._dynamo.reset()
-        jfn = thunder.dynamo.thunderfx(fn, cache="symbolic values")
-    else:
-        jfn = thunder.jit(fn, cache="symbolic values")
+    jfn = compile_case(name, fn)
     with torch.no_grad():
         for i, args in enumerate(arg_sets):
             assert_same(jfn(*args), reference(*args), path=f"{name} call {i}", **_tolerance(args))
@@ -295,11 +299,7 @@ def run_grad_case(name, mesh) -> dict:
     tensors) against the same program run eagerly, which is PyTorch's DTensor autograd."""
     fn, arg_sets = CASES[name](mesh)[:2]
     eager = copy.deepcopy(fn) if isinstance(fn, nn.Module) else fn
-    if name.endswith("_thunderfx"):
-        torch._dynamo.reset()
-        jfn = thunder.dynamo.thunderfx(fn, cache="symbolic values")
-    else:
-        jfn = thunder.jit(fn, cache="symbolic values")
+    jfn = compile_case(name, fn)
     for i, args in enumerate(arg_sets):
         jargs, eargs = [_leaf(a) for a in args], [_leaf(a) for a in args]
         actual, expected = jfn(*jargs), eager(*eargs)

@@ -14,6 +14,7 @@ import sys
 import pytest
 import thunder.dynamo
 import torch
+from program_generator import Scale  # a non-tensor argument: Dynamo's two autograd_function_apply forms differ
 
 import thunder
 import thunder_symbolic
@@ -35,19 +36,6 @@ class Double(torch.autograd.Function):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return grad * 2 + x * 0
-
-
-class Scale(torch.autograd.Function):
-    """A non-tensor argument: the two forms of Dynamo's autograd_function_apply pass it differently."""
-
-    @staticmethod
-    def forward(ctx, x, scale):
-        ctx.scale = scale
-        return x * scale
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * ctx.scale, None
 
 
 def double_then_sin(x):

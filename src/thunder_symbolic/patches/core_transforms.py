@@ -56,13 +56,13 @@ def _grouped_mm_grad(a, b, offsets):
     """The gradients of a grouped matmul of rows grouped by ``offsets`` (2-D ``a``) with one matrix per
     group (3-D ``b``), the MoE experts' layout: ``g @ b[e].T`` per group, and ``a.T @ g`` per group as a
     grouped matmul of two 2-D operands. 0.2.6 has no rule, so the experts failed in grad mode."""
-    result = prims._grouped_mm(a, b, offsets)
-    g = get_grad(result)
     if not (a.ndim == 2 and b.ndim == 3):
         raise NotImplementedError(
             f"the gradient of torch._grouped_mm is implemented for a 2-D and a 3-D operand, got {a.ndim}-D "
             f"and {b.ndim}-D"
         )
+    result = prims._grouped_mm(a, b, offsets)
+    g = get_grad(result)
     put_grad(a, prims._grouped_mm(g, prims.transpose(b, (0, 2, 1)), offsets))
     put_grad(b, prims._grouped_mm(prims.transpose(a, (1, 0)), g, offsets))
     return result

@@ -89,7 +89,7 @@ def _is_node_supported_by_thunder(original):
 
 @patch(
     "thunder.dynamo.utils:make_fake_arguments",
-    summary="a split-off graph whose example inputs cannot be made fake runs eagerly instead of failing",
+    summary="a split-off graph whose DTensor example inputs cannot be made fake runs eagerly instead of failing",
     why=(
         "Converting a DTensor example value that requires grad and has dynamic sizes into a fake tensor "
         "fails in torch ('unhashable type: non-nested SymInt', from DTensor's sharding propagation of "
@@ -104,6 +104,11 @@ def _make_fake_arguments(original):
         try:
             return original(gm)
         except RuntimeError:
-            return None
+            from torch.distributed.tensor import DTensor  # the failure needs a DTensor, so distributed is there
+
+            examples = (node.meta.get("example_value") for node in gm.graph.nodes if node.op == "placeholder")
+            if any(isinstance(example, DTensor) for example in examples):
+                return None
+            raise
 
     return make_fake_arguments

@@ -42,11 +42,11 @@ def _proxify_dtensor(original):
         local = getattr(x, "_local_tensor", None)
         if local is None:
             return original(x, name, history)
-        attribute = ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value="_local_tensor")
-        provenance = ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[history, attribute])
         if isinstance(x, torch.nn.Parameter):
             with constant_values():  # parameters keep static shapes, local ones too (as torch.compile)
                 return original(x, name, history)
+        attribute = ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value="_local_tensor")
+        provenance = ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[history, attribute])
         token = local_tensor_provenance.set((local, provenance))
         try:
             result = original(x, None, history)
@@ -141,7 +141,7 @@ def _create_dtensor_proxy_from_proxies(original):
         shapes = symbolic_shapes_of(spec._o) if compile_data.using_symbolic_values() else None
         if shapes is None:
             return original(local_tensor, spec, requires_grad)
-        if not same_dims(local_tensor.shape, shapes.local):  # by identity: comparing proxies is a guard
+        if not same_dims(local_tensor.shape, shapes.local):  # provably: comparing proxies with == is a guard
             local_tensor = TensorProxy(like=local_tensor, shape=shapes.local)
         result = original(local_tensor, spec, requires_grad)
         return _with_shape(result, shapes.global_)
