@@ -15,22 +15,23 @@ Everything else takes thunder's own path: a miss (which compiles), programs with
 from __future__ import annotations
 
 import functools
-from time import perf_counter_ns
 import types
+from time import perf_counter_ns
 
-import thunder
 import torch
 from thunder.core import compile_data as compile_data_module
 from thunder.core.interpreter import InterpreterError
 from thunder.core.options import CACHE_OPTIONS
 from thunder.core.pytree import tree_flatten
-from thunder.core.trace import is_tracing
+from thunder.core.trace import _tracectx
 from thunder.executors.torchex import no_autocast
 
+import thunder
 from thunder_symbolic.controls import DeclaredShapeError
 from thunder_symbolic.guards import backward_watch
+from thunder_symbolic.guards.compiled_prologue import compile_prologue
 
-__all__ = ["fast_call_path", "alias_groups", "undecorated", "needs_backward"]
+__all__ = ["alias_groups", "fast_call_path", "needs_backward", "undecorated"]
 
 _EXACT_BACKWARD = "_thunder_symbolic_exact_backward"  # on a CompileData whose backward needs exact shapes: why
 set_grad_enabled = torch._C._set_grad_enabled
@@ -64,9 +65,16 @@ def _fewer_than_two_tensors(args, kwargs) -> bool:
     return True
 
 
+def _all_leaves(args) -> bool:
+    for a in args:  # a loop, not all(generator): leaving a generator early raises GeneratorExit
+        if type(a) not in _LEAVES:
+            return False
+    return True
+
+
 def alias_groups(args, kwargs) -> str:
     """thunder's ``alias_tensor_indices``: groups of argument tensors sharing a storage, as "0,2-1,3"."""
-    if kwargs or not all(type(a) in _LEAVES for a in args):
+    if kwargs or not _all_leaves(args):
         if _fewer_than_two_tensors(args, kwargs):
             return ""
         args, _ = tree_flatten((args, kwargs))
@@ -171,10 +179,16 @@ _CPU = torch.device("cpu")
 
 def _default_device() -> torch.device:
     """``torch.get_default_device()`` without its cost (2 µs) when no device mode is active and none was
-    set: then it is the CPU."""
-    if torch._C._len_torch_function_stack() == 0 and not hasattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context"):
+    set: then it is the CPU. The thread-local is read through its ``__dict__``: a missing attribute raises
+    inside ``hasattr``, and an exception costs microseconds on a path this short."""
+    if torch._C._len_torch_function_stack() == 0 and "device_context" not in vars(torch._GLOBAL_DEVICE_CONTEXT):
         return _CPU
     return torch.get_default_device()
+
+
+def _tracing() -> bool:
+    """thunder's ``is_tracing()`` without the LookupError it raises (and catches) outside a trace."""
+    return _tracectx.get(None) is not None
 
 
 _HINTED_TYPES = (int, float, bool, str, type(None))
@@ -200,13 +214,14 @@ class DispatchHints(dict):
         self[key] = position
 
 
-def _positions_to_try(count: int, hinted: int | None):
-    """The positions of the cached entries, the hinted one first, then the others newest first."""
+def _positions_to_try(count: int, hinted: int | None) -> list[int]:
+    """The positions of the cached entries, the hinted one first, then the others newest first (a list:
+    a generator left at the first hit raises GeneratorExit, which costs more than the list)."""
+    newest_first = list(range(count - 1, -1, -1))
     if hinted is not None and hinted < count:
-        yield hinted
-    for position in reversed(range(count)):
-        if position != hinted:
-            yield position
+        newest_first.remove(hinted)
+        newest_first.insert(0, hinted)
+    return newest_first
 
 
 _PROLOGUE_TIMER = "jit.<locals>.prologue_execution_timer.<locals>.wrapped"
@@ -224,12 +239,34 @@ def thunder_prologue(prologue_fn):
 
 
 def _hit_functions(entry) -> tuple:
-    """What a hit on ``entry`` runs: its prologue (see :func:`thunder_prologue`), and its computation and
-    epilogue without their decorators (None for both unless both have them)."""
+    """What a hit on ``entry`` runs: its prologue compiled into one check (see
+    :mod:`thunder_symbolic.guards.compiled_prologue`; None where it is not compiled), thunder's prologue
+    (see :func:`thunder_prologue`), and its computation and epilogue without their decorators (None for
+    both unless both have them). Call with the compile data set: a module's prologue reads it."""
     computation, epilogue = undecorated(entry.computation_fn), undecorated(entry.epilogue_fn)
     if computation is None or epilogue is None:
         computation = epilogue = None
-    return thunder_prologue(entry.prologue_fn), computation, epilogue
+    prologue = thunder_prologue(entry.prologue_fn)
+    accept = None
+    if prologue is not entry.prologue_fn:  # thunder's own (late guards wrap the others)
+        accept = compile_prologue(
+            entry.prologue_traces[-1], prologue, default_device=_default_device, alias_groups=alias_groups
+        )
+    return accept, prologue, computation, epilogue
+
+
+def _cache_info(grad_enabled: bool, check_aliases: bool, args, kwargs) -> dict:
+    """The cache information thunder's prologues read, as thunder's path would publish it for this call."""
+    cache_info = {
+        "default_dtype": torch.get_default_dtype(),
+        "default_device": _default_device(),
+        "is_autocast_enabled": False,
+        "is_grad_enabled": grad_enabled,
+        "no_grad_sync": False,
+    }
+    if check_aliases:
+        cache_info["alias_tensor_indices"] = alias_groups(args, kwargs)
+    return cache_info
 
 
 def fast_call_path(thunder_call, compile_data, stats):
@@ -242,56 +279,62 @@ def fast_call_path(thunder_call, compile_data, stats):
     compile_data_ctx, compile_data_and_stats = compile_data_module._compile_data, (compile_data, stats)
     hints = DispatchHints()
 
+    def prologue_result(entry, grad_enabled, args, kwargs):
+        """``(functions, (inputs, to_epilogue))`` if ``entry``'s prologue accepts the call, else ``(functions, None)``."""
+        functions = hit_functions.get(entry.prologue_fn)
+        if functions is None:
+            data_token = compile_data_ctx.set(compile_data_and_stats)
+            try:
+                functions = hit_functions[entry.prologue_fn] = _hit_functions(entry)
+            finally:
+                compile_data_ctx.reset(data_token)
+        accept, prologue = functions[0], functions[1]
+        stats.last_prologue_execution_start = perf_counter_ns()
+        try:
+            if accept is not None:
+                return functions, accept(args, kwargs)
+            # thunder's prologue reads the cache information and, for a module, the compile data
+            token = cache_info_ctx.set(_cache_info(grad_enabled, check_aliases, args, kwargs))
+            data_token = compile_data_ctx.set(compile_data_and_stats)
+            try:
+                return functions, prologue(*args, **kwargs)
+            finally:
+                compile_data_ctx.reset(data_token)
+                cache_info_ctx.reset(token)
+        except Exception:  # noqa: BLE001  (as thunder: a failing check means "not this entry")
+            return functions, None
+        finally:
+            stats.last_prologue_execution_stop = perf_counter_ns()
+
     @functools.wraps(thunder_call)
     def call(*args, **kwargs):
-        if distributed or is_tracing() or torch.is_autocast_enabled() or torch.is_autocast_enabled("cpu"):
+        if distributed or _tracing() or torch.is_autocast_enabled() or torch.is_autocast_enabled("cpu"):
             return thunder_call(*args, **kwargs)
         grad_enabled = torch.is_grad_enabled()
-        cache_info = {
-            "default_dtype": torch.get_default_dtype(),
-            "default_device": _default_device(),
-            "is_autocast_enabled": False,
-            "is_grad_enabled": grad_enabled,
-            "no_grad_sync": False,
-        }
-        if check_aliases:
-            cache_info["alias_tensor_indices"] = alias_groups(args, kwargs)
-        token = cache_info_ctx.set(cache_info)
-        data_token = compile_data_ctx.set(compile_data_and_stats)  # prologues of modules read it
         entries = stats.interpreter_cache
         key = hinted = None
         if len(entries) > 1:
             key = DispatchHints.key(args, kwargs)
             hinted = hints.get(key)
-        try:
-            positions = _positions_to_try(len(entries), hinted) if key is not None else reversed(range(len(entries)))
-            for position in positions:
-                entry = entries[position]
-                if entry.backward_fn is not None:
-                    return thunder_call(*args, **kwargs)  # autograd: thunder's path connects it
-                functions = hit_functions.get(entry.prologue_fn)
-                if functions is None:
-                    functions = hit_functions[entry.prologue_fn] = _hit_functions(entry)
-                prologue, computation, epilogue = functions
-                stats.last_prologue_execution_start = perf_counter_ns()
-                try:
-                    inputs, to_epilogue = prologue(*args, **kwargs)
-                except Exception:  # noqa: BLE001  (as thunder: a failing check means "not this entry")
-                    continue
-                finally:
-                    stats.last_prologue_execution_stop = perf_counter_ns()
-                if key is not None and position != hinted:
-                    hints.remember(key, position)
+            positions = _positions_to_try(len(entries), hinted)
+        else:
+            positions = range(len(entries))
+        for position in positions:
+            entry = entries[position]
+            if entry.backward_fn is not None:
+                return thunder_call(*args, **kwargs)  # autograd: thunder's path connects it
+            functions, accepted = prologue_result(entry, grad_enabled, args, kwargs)
+            if accepted is not None:
                 break
-            else:
-                rejections = getattr(stats.interpreter_cache, "rejections", None)
-                if rejections is not None:
-                    rejections.clear()  # thunder's path tries the entries again and records why they fail
-                return thunder_call(*args, **kwargs)
-        finally:
-            compile_data_ctx.reset(data_token)
-            cache_info_ctx.reset(token)
+        else:
+            rejections = getattr(stats.interpreter_cache, "rejections", None)
+            if rejections is not None:
+                rejections.clear()  # thunder's path tries the entries again and records why they fail
+            return thunder_call(*args, **kwargs)
+        if key is not None and position != hinted:
+            hints.remember(key, position)
 
+        inputs, to_epilogue = accepted
         stats.calls += 1
         stats.cache_hits += 1
         stats.last_traces = entry.computation_traces
@@ -301,16 +344,16 @@ def fast_call_path(thunder_call, compile_data, stats):
         stats.last_interpreted_instructions = None
         stats.last_interpreter_log = None
         compile_data.is_grad_enabled = grad_enabled
+        computation, epilogue = functions[2], functions[3]
         if computation is None:
             outputs = entry.computation_fn(*inputs)
-            result = entry.epilogue_fn(*to_epilogue, *outputs)
-        else:  # both decorated with no_grad and no_autocast: one grad-mode switch for the two, autocast is off
-            set_grad_enabled(False)
-            try:
-                result = epilogue(*to_epilogue, *computation(*inputs))
-            finally:
-                set_grad_enabled(grad_enabled)
-        set_grad_enabled(compile_data.is_grad_enabled)
-        return result
+            return entry.epilogue_fn(*to_epilogue, *outputs)
+        if not grad_enabled:  # both decorated with no_grad and no_autocast; autocast is off
+            return epilogue(*to_epilogue, *computation(*inputs))
+        set_grad_enabled(False)
+        try:
+            return epilogue(*to_epilogue, *computation(*inputs))
+        finally:
+            set_grad_enabled(True)
 
     return call

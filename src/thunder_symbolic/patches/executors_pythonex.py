@@ -14,17 +14,7 @@ from thunder.executors import pythonex
 from thunder.extend import ImplInfo
 
 from thunder_symbolic._registry import patch
-
-_DEVICE_TEXT: dict[torch.device, str] = {}  # str(device), as 0.2.6 compares it
-
-
-def _device_text(device: torch.device) -> str:
-    text = _DEVICE_TEXT.get(device)
-    if text is None:
-        if len(_DEVICE_TEXT) > 64:
-            _DEVICE_TEXT.clear()
-        text = _DEVICE_TEXT[device] = str(device)
-    return text
+from thunder_symbolic.guards.compiled_prologue import device_text
 
 
 def _fast_tensor_check(original):
@@ -34,7 +24,7 @@ def _fast_tensor_check(original):
             and t.shape == shape  # a tuple of ints at run time (the symbolic dims were unpacked from t)
             and t.dtype == dtype
             and t.requires_grad == requires_grad
-            and _device_text(t.device) == device
+            and device_text(t.device) == device
         ):
             return
         original(t, shape, device, dtype, requires_grad)
