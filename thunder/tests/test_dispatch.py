@@ -156,3 +156,23 @@ def test_failing_tensor_and_number_checks_keep_thunders_verdict_and_message(cach
     reasons = " ".join(str(m) for m in thunder_symbolic.recompile_reasons(jfn))
     assert "expected tensor with" in reasons and "torch.float64" in reasons  # thunder's own message
     assert thunder.cache_misses(jfn) == (4 if cache == "constant values" else 3)
+
+
+def test_sigmoid_runs_as_one_torch_call_and_matches_eager():
+    def f(x):
+        return torch.sigmoid(x) * x
+
+    jf = thunder.jit(f, cache="symbolic values")
+    for n in (3, 5):
+        x = torch.randn(n, 4, requires_grad=True)
+        out = jf(x)
+        out.sum().backward()
+        grad, x.grad = x.grad, None
+        f(x).sum().backward()
+        torch.testing.assert_close(out, f(x))
+        torch.testing.assert_close(grad, x.grad)
+    with torch.no_grad():
+        torch.testing.assert_close(jf(torch.arange(4)), f(torch.arange(4)))  # an int tensor: a float result
+        computation = str(thunder.last_traces(jf)[-1])
+    assert "torch.sigmoid(" in computation and "torch.exp(" not in computation
+    assert thunder.cache_misses(jf) == 2  # the backward program, and the no-grad one for an int tensor

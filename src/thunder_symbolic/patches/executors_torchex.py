@@ -1,7 +1,8 @@
-"""Patches of ``thunder/executors/torchex.py``: the torch executor runs grouped matmuls (MoE experts)."""
+"""Patches of ``thunder/executors/torchex.py``: the torch executor runs grouped matmuls (MoE experts) and sigmoid."""
 
 from __future__ import annotations
 
+import torch
 from thunder.core import dtypes
 from thunder.core.devices import DeviceType
 from thunder.extend import ImplInfo
@@ -20,17 +21,29 @@ def grouped_mm_executable(a, b, offsets=None, bias=None, dtype=None) -> bool:
 
 @patch(
     "thunder.executors.torchex:ex._implmap",
-    summary="the torch executor's checker of _grouped_mm takes ltorch._grouped_mm's arguments; float32 on CPU",
+    summary=(
+        "the torch executor's checker of _grouped_mm takes ltorch._grouped_mm's arguments (float32 on CPU); "
+        "it runs torch.sigmoid as one call"
+    ),
     why=(
         "0.2.6's checker takes three arguments while ltorch._grouped_mm's bound symbols pass five, so any "
-        "program with torch._grouped_mm (routed MoE experts) failed with a TypeError before running."
+        "program with torch._grouped_mm (routed MoE experts) failed with a TypeError before running. "
+        "0.2.6 has no torch implementation of sigmoid: it ran as neg, exp, add and reciprocal, four calls "
+        "(and three intermediate tensors) where eager makes one."
     ),
 )
 def _implmap(original):
     from thunder.core import prims
-    from thunder.torch import _grouped_mm
+    from thunder.core.proxies import TensorProxy
+    from thunder.executors import torchex
+    from thunder.torch import _grouped_mm, sigmoid
 
     fixed = dict(original)
+    if sigmoid.id not in fixed:
+        operator = torchex.ex.opmap.get("sigmoid") or torchex.ex.register_operator(
+            "sigmoid", like=sigmoid, module=torch
+        )
+        fixed[sigmoid.id] = ImplInfo(symbol=operator, checker=lambda a: isinstance(a, TensorProxy))
     for sym in (prims._grouped_mm, _grouped_mm):
         info = original.get(sym.id)
         if info is not None:
