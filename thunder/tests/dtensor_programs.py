@@ -22,10 +22,11 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 import thunder
+from thunder_symbolic import dtensor_local
 from thunder_symbolic.testing import assert_same
 
 DEVICE = os.environ.get("DEVICE", "cpu")
@@ -77,6 +78,17 @@ def linear_rowwise(mesh):
         return out.redistribute(mesh, [Replicate()]).to_local()
 
     return f, [(torch.randn(n, 4, device=DEVICE), torch.randn(6, 4, device=DEVICE)) for n in LENGTHS]
+
+
+def partial_sums(mesh):
+    """Partial DTensors: doubling keeps one partial (a local product); exp does not (DTensor sums the
+    partials first, so it stays a DTensor operation)."""
+
+    def f(x):
+        d = DTensor.from_local(x, mesh, [Partial()])
+        return (d * 2).redistribute(mesh, [Replicate()]).to_local(), d.exp().to_local()
+
+    return f, [(torch.randn(n, 3, device=DEVICE),) for n in LENGTHS]
 
 
 def reshape_replicated(mesh):
@@ -214,6 +226,7 @@ CASES = {
     "full_tensor": full_tensor,
     "linear_colwise": linear_colwise,
     "linear_rowwise": linear_rowwise,
+    "partial_sums": partial_sums,
     "reshape_replicated": reshape_replicated,
     "broadcast_replicated": broadcast_replicated,
     "silu_sharded": silu_sharded,
@@ -252,7 +265,13 @@ def run_case(name, mesh) -> dict:
     with torch.no_grad():
         for i, args in enumerate(arg_sets):
             assert_same(jfn(*args), reference(*args), path=f"{name} call {i}", **_tolerance(args))
-    return {"case": name, "ok": True, "compiles": compiles(jfn)}
+    return {
+        "case": name,
+        "ok": True,
+        "compiles": compiles(jfn),
+        "dtensor_operations": dtensor_operations(jfn),
+        "split_reasons": split_reasons(jfn),
+    }
 
 
 def _tolerance(args) -> dict:
@@ -308,16 +327,44 @@ def run_grad_case(name, mesh) -> dict:
         _backward(actual, seed=i)
         _backward(expected, seed=i)
         assert_same(_gradients(jargs, fn), _gradients(eargs, eager), path=f"{name} call {i} gradients", **tolerance)
-    return {"case": f"grad:{name}", "ok": True, "compiles": compiles(jfn)}
+    return {"case": f"grad:{name}", "ok": True, "compiles": compiles(jfn), "dtensor_operations": dtensor_operations(jfn)}
+
+
+def programs(jfn) -> list:
+    """The thunder programs behind ``jfn``: itself (thunder.jit), or thunderfx's."""
+    backend = getattr(jfn, "_backend", None)
+    if backend is None:
+        return [jfn]
+    return [fn for info in backend.subgraph_infos for fn in info.thunder_compiled_fns]
 
 
 def compiles(jfn) -> int:
     """thunder.jit: its compiles; thunderfx: the most compiles of any of its thunder programs."""
+    return max(thunder.cache_misses(fn) for fn in programs(jfn))
+
+
+def split_reasons(jfn) -> list[str]:
+    """thunderfx: why it split the graphs (none for thunder.jit)."""
     backend = getattr(jfn, "_backend", None)
-    if backend is None:
-        return thunder.cache_misses(jfn)
-    programs = [fn for info in backend.subgraph_infos for fn in info.thunder_compiled_fns]
-    return max(thunder.cache_misses(fn) for fn in programs)
+    infos = backend.subgraph_infos if backend is not None else ()
+    return [reason.info for info in infos for reason in info.split_reasons or ()]
+
+
+def dtensor_operations(jfn) -> list[str]:
+    """The DTensor operations the last programs run through DTensor's dispatch (the DTensor local
+    executor's rewrites, which run on local tensors, are not among them), forward and backward."""
+    names = set()
+    for fn in programs(jfn):
+        traces = [thunder.last_traces(fn)[-1]]
+        backward = thunder.last_backward_traces(fn)
+        traces += backward[-1:] if backward else []
+        for trace in traces:
+            names |= {
+                b.sym.name
+                for b in trace.bound_symbols
+                if b.sym.name.startswith("dtensor_") and b.sym.executor is not dtensor_local.executor
+            }
+    return sorted(names)
 
 
 def main():

@@ -24,10 +24,33 @@ from thunder_symbolic.testing import run_torchrun
 PROGRAMS = Path(__file__).with_name("dtensor_programs.py")
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 
-# Programs that compile more than once, how often, and why: everything else must compile exactly once.
+# Programs that compile more than once, how often, and why: everything else must compile exactly once
+# ("grad:<case>" for grad mode only).
 COMPILES = {
     "shard_uneven": (len(LENGTHS), "sharding a dim splits it unevenly: no shape rule, the sizes are pinned"),
     "placements_change": (2, "a Shard(0) and a Replicate argument of one global shape are two programs"),
+    "grad:partial_sums": (len(LENGTHS), "exp of a Partial DTensor, differentiated: its sizes are pinned"),
+}
+
+# The DTensor operations each program (without grad) still runs through DTensor's dispatch; every other
+# one runs on local tensors (thunder_symbolic.dtensor_local). A DTensor the program returns or reads the
+# shape of, or hands to one of these, is made by DTensor.
+THROUGH_DTENSOR = {
+    "from_local_shapes": {"dtensor_from_local"},  # its shape is read
+    "partial_sums": {"dtensor_from_local", "dtensor_exp_prim"},  # DTensor sums the partials before exp
+    "redistribute_to_replicate": {"dtensor_from_local", "dtensor_redistribute"},  # Shard to Replicate gathers
+    "full_tensor": {"dtensor_from_local", "dtensor_redistribute"},
+    "reshape_replicated": {"dtensor_from_local", "dtensor_reshape_prim"},
+    "broadcast_replicated": {"dtensor_from_local", "dtensor_broadcast_in_dim_prim"},
+    "grouped_mm_sharded": {"dtensor_from_local", "dtensor_grouped_mm_prim"},
+    "shard_uneven": {"dtensor_from_local", "dtensor_redistribute"},  # Replicate to Shard splits
+    # the row-parallel linear's bias: DTensor adds it to the partial sums its own way
+    "mlp_tensor_parallel": {"dtensor_from_local", "dtensor_linear_prim"},
+    "moe_tensor_parallel": {"dtensor_from_local", "dtensor_linear_prim"},
+    # the linear layers are left to PyTorch: DTensors pass between thunder programs
+    "mlp_thunderfx": {"dtensor_from_local"},
+    "attention_thunderfx": {"dtensor_from_local"},
+    "moe_thunderfx": {"dtensor_from_local"},
 }
 
 # torch 2.14's torch.compile fails on these tensor-parallel modules in grad mode (BackendCompilerFailed:
@@ -70,7 +93,7 @@ def _check(results, case, name):
     assert case in results, f"{case} did not report (the run stopped before it)"
     entry = results[case]
     assert entry["ok"], entry["error"]
-    expected = COMPILES.get(name, (1, "shape-polymorphic"))[0]
+    expected = COMPILES.get(case, COMPILES.get(name, (1, "shape-polymorphic")))[0]
     assert entry["compiles"] == expected, f"{case}: {entry['compiles']} compiles, expected {expected}"
 
 
@@ -78,6 +101,13 @@ def _check(results, case, name):
 @pytest.mark.parametrize("case", list(CASES))
 def test_dtensor_program_matches_eager(results, case):
     _check(results, case, case)
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("case", list(CASES))
+def test_dtensor_operations_run_on_local_tensors(results, case):
+    _check(results, case, case)
+    assert set(results[case]["dtensor_operations"]) == THROUGH_DTENSOR.get(case, set())
 
 
 def _grad_param(case):

@@ -25,6 +25,7 @@ from thunder_symbolic.patches import (
     executors_pythonex,  # noqa: F401  thunder/executors/pythonex.py
     executors_torch_compile,  # noqa: F401  thunder/executors/torch_compile.py
     executors_torchex,  # noqa: F401  thunder/executors/torchex.py
+    extend_init,  # noqa: F401  thunder/extend/__init__.py
     thunder_init,  # noqa: F401  thunder/__init__.py
     torch_experimental,  # noqa: F401  thunder/torch/experimental/
     torch_init,  # noqa: F401  thunder/torch/__init__.py
