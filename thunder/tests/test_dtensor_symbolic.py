@@ -110,6 +110,15 @@ def test_dtensor_operations_run_on_local_tensors(results, case):
     assert set(results[case]["dtensor_operations"]) == THROUGH_DTENSOR.get(case, set())
 
 
+@pytest.mark.distributed
+@pytest.mark.skipif(_TORCH >= (2, 12), reason="from torch 2.12 Dynamo keeps DTensor methods as method calls")
+@pytest.mark.parametrize("case", [case for case in CASES if case.endswith("_thunderfx")])
+def test_thunderfx_keeps_redistribute_in_thunder(results, case):
+    """The MoE experts redistribute with positional mesh and placements (0.2.6 split the graph there)."""
+    _check(results, case, case)
+    assert not [reason for reason in results[case]["split_reasons"] if "redistribute" in reason]
+
+
 def _grad_param(case):
     if case in INDUCTOR_FAILS_IN_GRAD_MODE:
         return pytest.param(case, marks=pytest.mark.xfail(reason="torch.compile fails in grad mode", strict=True))

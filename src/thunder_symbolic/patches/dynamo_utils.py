@@ -112,3 +112,56 @@ def _make_fake_arguments(original):
             raise
 
     return make_fake_arguments
+
+
+def _redistribute_arguments(target) -> dict | None:
+    """The mesh, placements and async_op a Dynamo ``prim_redistribute`` closure passes to
+    ``DTensor.redistribute``, however they were given; None when it passes anything else."""
+    import inspect
+
+    from torch.distributed.tensor import DTensor
+
+    try:
+        captured = inspect.getclosurevars(target).nonlocals
+        bound = inspect.signature(DTensor.redistribute).bind(
+            None, *captured["args_as_value"], **captured["kwargs_as_value"]
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+    arguments = dict(bound.arguments)
+    arguments.pop("self")
+    if set(arguments) - {"device_mesh", "placements", "async_op"}:
+        return None
+    return arguments
+
+
+@patch(
+    "thunder.dynamo.utils:translate_dtensor_ops",
+    summary="a DTensor redistribute whose mesh and placements Dynamo captured positionally is thunder's too",
+    why=(
+        "0.2.6 translates Dynamo's prim_redistribute nodes into thunder's redistribute only when the placements "
+        "were a keyword argument; `d.redistribute(mesh, [Replicate()])` (the MoE experts' row-parallel sum) "
+        "was left to PyTorch, splitting the tensor-parallel block into two thunder programs with a Partial "
+        "DTensor between them."
+    ),
+    upstream="Lightning-AI/lightning-thunder#2794",
+)
+def _translate_dtensor_ops(original):
+    def translate_dtensor_ops(gm: torch.fx.GraphModule) -> None:
+        original(gm)
+        from thunder.torch.experimental.dtensor_torch_and_prims import dtensor_redistribute_prim
+
+        for node in gm.graph.nodes:
+            target = node.target
+            if node.op != "call_function" or getattr(target, "__name__", None) != "prim_redistribute":
+                continue
+            if getattr(target, "thunder_supported", False) or (arguments := _redistribute_arguments(target)) is None:
+                continue
+
+            def redistribute(x, arguments=arguments):
+                return dtensor_redistribute_prim(x, **arguments)
+
+            redistribute.thunder_supported = True
+            node.target = redistribute
+
+    return translate_dtensor_ops
