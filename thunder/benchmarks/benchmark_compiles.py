@@ -85,6 +85,13 @@ def _x(*shape):
     return torch.randn(*shape)
 
 
+def rotary_complex(x, angles):
+    """Rotary embedding as Llama 4 computes it: pairs of features rotated as complex numbers."""
+    rotations = torch.polar(torch.ones_like(angles), angles)
+    pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(pairs * rotations).flatten(-2).type_as(x)
+
+
 def _decode_step(n):
     return (_x(2, 1, 8), _x(2, n, 8), _x(2, n, 8), _x(2, 1, 8), _x(2, 1, 8), n)
 
@@ -106,6 +113,7 @@ PROGRAMS = {
     ),
     "branches on 16 thresholds": (branches_on_thresholds, [(_x(n, 2),) for n in (20, 30, 17, 40)]),
     "attention over a growing cache": (attention_over_a_growing_cache, [_decode_step(n) for n in (4, 5, 6, 7)]),
+    "rotary embedding (complex)": (rotary_complex, [(_x(n, 8), _x(n, 4)) for n in (3, 4, 5, 7)]),
 }
 
 

@@ -76,7 +76,7 @@ STRAIGHT = [
     "y = y + torch.arange(y.shape[1])",
     "y = y * (y.shape[0] + k)",
     "y = y * y.numel()",
-    # Sizes that stay symbolic (one program across sizes): factories, narrow, chunk, len, cat, arange.
+    # Sizes that stay symbolic (one program across sizes): factories, narrow, chunk, len, cat, arange, complex views.
     "y = y + torch.arange(k, k + y.shape[1])",
     "y = y.new_full((y.shape[0], 2), 0.5) + y.new_zeros(y.shape[0], 1) + y.sum(1, keepdim=True)",
     "y = torch.narrow(y, 0, y.shape[0] // 2, y.shape[0] - y.shape[0] // 2)",
@@ -84,6 +84,8 @@ STRAIGHT = [
     "y = y * len(y)",
     "y = Scale.apply(y, 2.0) + 1",
     "y = torch.cat([y[:k], y[k:] * 2], 0)",
+    "y = torch.view_as_real(torch.view_as_complex(torch.cat([y, y], 1).reshape(y.shape[0], -1, 2))"
+    " * torch.polar(torch.ones(y.shape[1]), torch.arange(y.shape[1]) * 0.5)).flatten(1)",
     # Python values: each decides the program by identity, type, length, keys or bits.
     "y = y * 2 if n is None else y + n",
     "y = y if mask is None else y + mask.sum()",

@@ -51,6 +51,25 @@ def test_narrow_out_of_range_raises_as_eager_does():
         jfn(_x(8, 2), 6, 3)
 
 
+def test_thunderfx_keeps_fallback_ops_with_symbolic_shapes_in_one_thunder_program():
+    """thunderfx leaves fallback ops to PyTorch; those with symbolic shapes (the complex rotary embedding's
+    polar, view_as_complex, view_as_real) stay in thunder: one program, no split, one compile."""
+    import torch
+    from thunder.dynamo import thunderfx
+
+    import thunder
+
+    torch._dynamo.reset()
+    fn, calls = CASES["rotary embedding (complex)"]
+    compiled = thunderfx(fn, cache="symbolic values")
+    for args in calls:
+        torch.testing.assert_close(compiled(*args), fn(*args))
+    info = compiled._backend.subgraph_infos[-1]
+    assert info.split_reasons == []
+    (program,) = info.thunder_compiled_fns
+    assert thunder.cache_misses(program) == 1
+
+
 def test_guards_implied_by_others_are_not_checked():
     """Branching on ever larger thresholds keeps only the strongest guard."""
     jfn = check_against_eager(corpus.branches_on_thresholds, [(_x(n, 2),) for n in (20, 30, 17)], compiles=1)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Sequence
 
 from thunder.core import prims, utils
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.proxies import NumberProxy, TensorProxy
 
+from thunder_symbolic import fallback_shapes
 from thunder_symbolic._registry import patch
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards.recorder import python_value
@@ -106,22 +106,6 @@ for _name, _symbolic in (("chunk", _symbolic_chunk), ("split", _symbolic_split))
     )(_replacing_under_symbolic_values(_symbolic))
 
 
-def _narrow_shape(a, dim, start, length):
-    if isinstance(start, TensorProxy):
-        return NotImplemented
-    shape = list(a.shape)
-    shape[utils.canonicalize_dim(a.ndim, python_value(dim))] = length
-    return shape
-
-
-def _new_tensor_shape(a, *size, **kwargs):
-    return list(size[0]) if len(size) == 1 and isinstance(size[0], Sequence) else list(size)
-
-
-def _new_full_shape(a, size, fill_value, **kwargs):
-    return list(size)
-
-
 def _shape_rule(rule):
     """A fallback op's symbolic output shape by ``rule``; dtype, device and a check of the sizes by the op's
     fake run on the traced values, not pinned (torch runs the op itself, so its errors stay eager's)."""
@@ -139,20 +123,13 @@ def _shape_rule(rule):
     return symbolic
 
 
-_FALLBACK_SHAPES = {
-    "narrow": _narrow_shape,
-    "new_zeros": _new_tensor_shape,
-    "new_ones": _new_tensor_shape,
-    "new_empty": _new_tensor_shape,
-    "new_full": _new_full_shape,
-}
-for _name, _rule in _FALLBACK_SHAPES.items():
+for _name, _rule in fallback_shapes.RULES.items():
     patch(
         f"thunder.torch:{_name}.meta",
         summary=f"{_name} (a fallback op) gets a symbolic output shape under symbolic values",
         why=(
-            "Fallback ops run on fake tensors with the numbers' traced values, which pins every size they are "
-            f"given: `x.{_name}(...)` with sizes from shapes or int arguments compiled once per size."
+            "Fallback ops run on fake tensors with the traced sizes and numbers, which pins every size they "
+            f"see: `{_name}(...)` of tensors or with sizes from shapes or int arguments compiled once per size."
         ),
         upstream="Lightning-AI/lightning-thunder#463",
     )(_replacing_under_symbolic_values(_shape_rule(_rule)))
