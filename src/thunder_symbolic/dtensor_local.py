@@ -13,8 +13,9 @@ placements that its local computation gives, the operation is that local computa
 
 - ``from_local`` (no ``run_check``) and ``to_local`` are the local tensor itself;
 - ``redistribute`` to the same placements is the local tensor; from ``Partial`` to ``Replicate`` it is an
-  all-reduce of the local tensor (the functional collective DTensor uses), waited for at once also when
-  ``async_op`` asks DTensor to wait at the first use (tensor parallelism's output hooks do);
+  all-reduce of the local tensor (the functional collective DTensor uses; in place when nothing else
+  reads a tensor the trace computed), waited for at once also when ``async_op`` asks DTensor to wait at
+  the first use (tensor parallelism's output hooks do);
 - ``linear`` in the layouts of column- and row-wise parallelism (and replicated ones) is the local linear;
 - elementwise operations and dtype conversions whose result has the placements of all their DTensor
   operands (and, for two DTensors, the same shape) are the local operation: DTensor redistributed none of
@@ -54,6 +55,10 @@ def _all_reduce(t, reduce_op: str, group_name: str):
     return torch.ops._c10d_functional.wait_tensor(torch.ops._c10d_functional.all_reduce(t, reduce_op, group_name))
 
 
+def _all_reduce_in_place(t, reduce_op: str, group_name: str):
+    return torch.ops._c10d_functional.wait_tensor(torch.ops._c10d_functional.all_reduce_(t, reduce_op, group_name))
+
+
 def _to(t, dtype: torch.dtype):
     return t.to(dtype)
 
@@ -62,6 +67,7 @@ def _to(t, dtype: torch.dtype):
 _OPERATIONS: dict[str, Callable] = {
     "dtensor_local_tensor": _local_tensor,
     "local_all_reduce": _all_reduce,
+    "local_all_reduce_": _all_reduce_in_place,  # of a tensor no one else reads: no copy (Inductor's choice too)
     "local_linear": F.linear,
     "local_to": _to,
     "local_add": torch.add,
@@ -70,6 +76,9 @@ _OPERATIONS: dict[str, Callable] = {
     "local_exp": torch.exp,
     "local_reciprocal": torch.reciprocal,
 }
+
+# The operators whose result is a new tensor (Tensor.to may return its input).
+_ALLOCATING = {"local_all_reduce", "local_linear", "local_add", "local_mul", "local_neg", "local_exp", "local_reciprocal"}
 
 # The torch executor's DTensor operators that have a local form: the local operator of the elementwise ones.
 _ELEMENTWISE = {
@@ -88,11 +97,17 @@ def _spec(d: DTensorProxy):
 class _Lowering:
     """The rewritten trace as it is built: each DTensor proxy's local tensor proxy, once known."""
 
-    def __init__(self, executor: DTensorLocalExecutor):
+    def __init__(self, executor: DTensorLocalExecutor, readers: dict[str, int]):
         self.executor = executor
+        self.readers = readers  # how many bound symbols of the trace read each proxy
         self.bound_symbols: list = []
         self.locals: dict[str, TensorProxy] = {}
         self.swap: dict = {}  # to_local results (variableified): their uses read the local tensor proxy instead
+        self.new: set[str] = set()  # local tensor proxies of tensors the rewritten trace allocated
+
+    def only_reader(self, d: DTensorProxy) -> bool:
+        """Whether one bound symbol reads ``d`` and its local tensor is one the trace allocated for it."""
+        return self.readers.get(d.name) == 1 and self.local(d).name in self.new
 
     def resolve(self, p):
         """``p``, or the local tensor proxy that stands for it when ``p`` is a rewritten to_local's result."""
@@ -111,6 +126,8 @@ class _Lowering:
     def emit(self, name: str, args: tuple, *, like: TensorProxy) -> TensorProxy:
         out = TensorProxy(like=like)
         self.bound_symbols.append(self.executor.opmap[name].bind(*args, output=out))
+        if name in _ALLOCATING:
+            self.new.add(out.name)
         return out
 
 
@@ -153,9 +170,11 @@ def _redistribute(bsym):
         reductions.append((p.reduce_op, source.mesh.get_group(mesh_dim).group_name))
 
     def write(lowering: _Lowering):
+        name = "local_all_reduce_" if lowering.only_reader(d) else "local_all_reduce"
         local = lowering.local(d)
         for reduce_op, group_name in reductions:
-            local = lowering.emit("local_all_reduce", (local, reduce_op, group_name), like=bsym.output.local_tensor)
+            local = lowering.emit(name, (local, reduce_op, group_name), like=bsym.output.local_tensor)
+            name = "local_all_reduce_"  # the result of the first is the trace's own
         lowering.locals[bsym.output.name] = local
 
     return write
@@ -278,7 +297,12 @@ class DTensorLocalExecutor(FusionExecutor):
         if not writers:
             return trace
         rewritten = from_trace(trace)
-        lowering = _Lowering(self)
+        readers: dict[str, int] = {}
+        for bsym in bound_symbols:
+            if bsym.sym.id != PrimIDs.DEL:
+                for name in {p.name for p in bsym.flat_proxy_args}:
+                    readers[name] = readers.get(name, 0) + 1
+        lowering = _Lowering(self, readers)
         with tracectx(rewritten):
             for i, bsym in enumerate(bound_symbols):
                 write = writers.get(i)

@@ -81,12 +81,13 @@ def linear_rowwise(mesh):
 
 
 def partial_sums(mesh):
-    """Partial DTensors: doubling keeps one partial (a local product); exp does not (DTensor sums the
-    partials first, so it stays a DTensor operation)."""
+    """Partial DTensors: doubling keeps one partial (a local product, summed in place); exp does not (DTensor
+    sums the partials first, so it stays a DTensor operation); the argument itself is summed into a copy."""
 
     def f(x):
         d = DTensor.from_local(x, mesh, [Partial()])
-        return (d * 2).redistribute(mesh, [Replicate()]).to_local(), d.exp().to_local()
+        summed = d.redistribute(mesh, [Replicate()]).to_local()
+        return (d * 2).redistribute(mesh, [Replicate()]).to_local(), d.exp().to_local(), summed
 
     return f, [(torch.randn(n, 3, device=DEVICE),) for n in LENGTHS]
 
