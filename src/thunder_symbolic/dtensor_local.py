@@ -78,7 +78,9 @@ _OPERATIONS: dict[str, Callable] = {
 }
 
 # The operators whose result is a new tensor (Tensor.to may return its input).
-_ALLOCATING = {"local_all_reduce", "local_linear", "local_add", "local_mul", "local_neg", "local_exp", "local_reciprocal"}
+_ALLOCATING = {
+    "local_all_reduce", "local_linear", "local_add", "local_mul", "local_neg", "local_exp", "local_reciprocal"
+}  # fmt: skip
 
 # The torch executor's DTensor operators that have a local form: the local operator of the elementwise ones.
 _ELEMENTWISE = {
@@ -119,6 +121,16 @@ class _Lowering:
             local = self.emit("dtensor_local_tensor", (d,), like=d.local_tensor)
             self.locals[d.name] = local
         return local
+
+    def keep(self, bsym) -> None:
+        """Add a bound symbol that is not rewritten: it reads local tensor proxies for rewritten to_local
+        results, and a ``del`` forgets the proxies the rewritten trace no longer has."""
+        if bsym.sym.id == PrimIDs.DEL:
+            kept = tuple(p for p in bsym.args if p.name not in self.locals and variableify(p) not in self.swap)
+            if kept:
+                self.bound_symbols.append(bsym.from_bsym(args=kept))
+        else:
+            self.bound_symbols.append(bsym.from_bsym_swap_proxies(self.swap) if self.swap else bsym)
 
     def operand(self, a: Any) -> Any:
         return self.local(a) if isinstance(a, DTensorProxy) else a
@@ -256,6 +268,16 @@ def _rule(bsym):
     return None if rule is None else rule(bsym)
 
 
+def _readers(bound_symbols) -> dict[str, int]:
+    """How many bound symbols read each proxy (``del`` does not count)."""
+    readers: dict[str, int] = {}
+    for bsym in bound_symbols:
+        if bsym.sym.id != PrimIDs.DEL:
+            for name in {p.name for p in bsym.flat_proxy_args}:
+                readers[name] = readers.get(name, 0) + 1
+    return readers
+
+
 def _needed_as_dtensors(bound_symbols, writers: dict[int, Callable]) -> None:
     """Drop the rewrites whose DTensor result is needed as a DTensor: read by a bound symbol that is not
     rewritten (the trace's return among them). Repeated until none is: a dropped rewrite reads DTensors."""
@@ -297,23 +319,14 @@ class DTensorLocalExecutor(FusionExecutor):
         if not writers:
             return trace
         rewritten = from_trace(trace)
-        readers: dict[str, int] = {}
-        for bsym in bound_symbols:
-            if bsym.sym.id != PrimIDs.DEL:
-                for name in {p.name for p in bsym.flat_proxy_args}:
-                    readers[name] = readers.get(name, 0) + 1
-        lowering = _Lowering(self, readers)
+        lowering = _Lowering(self, _readers(bound_symbols))
         with tracectx(rewritten):
             for i, bsym in enumerate(bound_symbols):
                 write = writers.get(i)
-                if write is not None:
-                    write(lowering)
-                elif bsym.sym.id == PrimIDs.DEL:
-                    kept = [p for p in bsym.args if p.name not in lowering.locals and variableify(p) not in lowering.swap]
-                    if kept:
-                        lowering.bound_symbols.append(bsym.from_bsym(args=tuple(kept)))
+                if write is None:
+                    lowering.keep(bsym)
                 else:
-                    lowering.bound_symbols.append(bsym.from_bsym_swap_proxies(lowering.swap) if lowering.swap else bsym)
+                    write(lowering)
         rewritten.bound_symbols = lowering.bound_symbols
         rewritten.set_provenance(TraceProvenance("DTensor operations on local tensors (thunder_symbolic)"))
         return rewritten

@@ -328,7 +328,7 @@ def run_grad_case(name, mesh) -> dict:
         _backward(actual, seed=i)
         _backward(expected, seed=i)
         assert_same(_gradients(jargs, fn), _gradients(eargs, eager), path=f"{name} call {i} gradients", **tolerance)
-    return {"case": f"grad:{name}", "ok": True, "compiles": compiles(jfn), "dtensor_operations": dtensor_operations(jfn)}
+    return {"case": f"grad:{name}", "ok": True, "compiles": compiles(jfn)}
 
 
 def programs(jfn) -> list:
