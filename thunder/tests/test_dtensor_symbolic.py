@@ -24,6 +24,8 @@ from thunder_symbolic.testing import run_torchrun
 PROGRAMS = Path(__file__).with_name("dtensor_programs.py")
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 
+_TORCH = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+
 # Programs that compile more than once, how often, and why: everything else must compile exactly once
 # ("grad:<case>" for grad mode only).
 COMPILES = {
@@ -47,16 +49,17 @@ THROUGH_DTENSOR = {
     # the row-parallel linear's bias: DTensor adds it to the partial sums its own way
     "mlp_tensor_parallel": {"dtensor_from_local", "dtensor_linear_prim"},
     "moe_tensor_parallel": {"dtensor_from_local", "dtensor_linear_prim"},
-    # the linear layers are left to PyTorch: DTensors pass between thunder programs
-    "mlp_thunderfx": {"dtensor_from_local"},
-    "attention_thunderfx": {"dtensor_from_local"},
-    "moe_thunderfx": {"dtensor_from_local"},
+    # the linear layers are left to PyTorch: DTensors pass between thunder programs (from torch 2.12 every
+    # DTensor operation is, as Dynamo passes the mesh as a script object)
+    **dict.fromkeys(
+        ("mlp_thunderfx", "attention_thunderfx", "moe_thunderfx"),
+        set() if _TORCH >= (2, 12) else {"dtensor_from_local"},
+    ),
 }
 
 # torch 2.14's torch.compile fails on these tensor-parallel modules in grad mode (BackendCompilerFailed:
 # RecursionError in make_fx's lazy proxies), and thunderfx compiles the graphs it leaves to PyTorch
 # (the DTensor redistributions) with it. torch.compile(module) fails the same way there.
-_TORCH = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
 INDUCTOR_FAILS_IN_GRAD_MODE = {"mlp_thunderfx", "attention_thunderfx"} if _TORCH >= (2, 14) else set()
 
 LAUNCHES = {
