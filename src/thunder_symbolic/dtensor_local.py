@@ -77,10 +77,9 @@ _OPERATIONS: dict[str, Callable] = {
     "local_reciprocal": torch.reciprocal,
 }
 
-# The operators whose result is a new tensor (Tensor.to may return its input).
-_ALLOCATING = {
-    "local_all_reduce", "local_linear", "local_add", "local_mul", "local_neg", "local_exp", "local_reciprocal"
-}  # fmt: skip
+# The operators whose result is a new tensor: all but the unwrap, the in-place sum and Tensor.to (which
+# may return its input).
+_ALLOCATING = set(_OPERATIONS) - {"dtensor_local_tensor", "local_all_reduce_", "local_to"}
 
 # The torch executor's DTensor operators that have a local form: the local operator of the elementwise ones.
 _ELEMENTWISE = {

@@ -353,18 +353,14 @@ def split_reasons(jfn) -> list[str]:
 
 def dtensor_operations(jfn) -> list[str]:
     """The DTensor operations the last programs run through DTensor's dispatch (the DTensor local
-    executor's rewrites, which run on local tensors, are not among them), forward and backward."""
+    executor's rewrites, which run on local tensors, are not among them)."""
     names = set()
     for fn in programs(jfn):
-        traces = [thunder.last_traces(fn)[-1]]
-        backward = thunder.last_backward_traces(fn)
-        traces += backward[-1:] if backward else []
-        for trace in traces:
-            names |= {
-                b.sym.name
-                for b in trace.bound_symbols
-                if b.sym.name.startswith("dtensor_") and b.sym.executor is not dtensor_local.executor
-            }
+        names |= {
+            b.sym.name
+            for b in thunder.last_traces(fn)[-1].bound_symbols
+            if b.sym.name.startswith("dtensor_") and b.sym.executor is not dtensor_local.executor
+        }
     return sorted(names)
 
 
