@@ -10,6 +10,7 @@ same Python function runs on the real numbers. The result carries its expression
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 import operator
 from typing import Any
@@ -23,7 +24,7 @@ from thunder.executors.pythonex import ex as pythonex
 from thunder_symbolic.grad_rules import grad_rule
 from thunder_symbolic.guards import algebra
 
-__all__ = ["OPERATIONS", "python_number_op", "apply_number_op"]
+__all__ = ["OPERATIONS", "python_number_op", "apply_number_op", "sym_sum"]
 
 OPERATIONS: dict[str, Any] = {
     "lshift": operator.lshift,
@@ -79,3 +80,10 @@ def apply_number_op(name: str, *operands):
     if expr is not None:
         algebra.attach(result, expr)
     return result
+
+
+def sym_sum(args):
+    """``torch.sym_sum(args)``, the sum Dynamo writes for sizes (a cat's length: ``sym_sum([1, s40])``):
+    the numbers added one by one, so symbolic ones record each addition with its expression."""
+    args = list(args)
+    return functools.reduce(operator.add, args) if args else 0

@@ -81,6 +81,14 @@ def attention_over_a_growing_cache(q, k_cache, v_cache, k_new, v_new, position):
     return (scores * mask) @ v
 
 
+def repeat_a_growing_cache(cache, new):
+    """A KV cache grown by one step and repeated for two query heads per KV head (Llama's repeat_kv): the
+    length after the cat is the one Dynamo writes as ``torch.sym_sum``."""
+    keys = torch.cat([cache, new], dim=-2)
+    batch, heads, length, dim = keys.shape
+    return keys[:, :, None].expand(batch, heads, 2, length, dim).reshape(batch, heads * 2, length, dim) * 2
+
+
 def _x(*shape):
     return torch.randn(*shape)
 
@@ -114,6 +122,7 @@ PROGRAMS = {
     "branches on 16 thresholds": (branches_on_thresholds, [(_x(n, 2),) for n in (20, 30, 17, 40)]),
     "attention over a growing cache": (attention_over_a_growing_cache, [_decode_step(n) for n in (4, 5, 6, 7)]),
     "rotary embedding (complex)": (rotary_complex, [(_x(n, 8), _x(n, 4)) for n in (3, 4, 5, 7)]),
+    "repeat a growing KV cache": (repeat_a_growing_cache, [(_x(1, 2, n, 4), _x(1, 2, 1, 4)) for n in (3, 4, 5, 7)]),
 }
 
 

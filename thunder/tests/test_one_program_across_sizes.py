@@ -51,16 +51,18 @@ def test_narrow_out_of_range_raises_as_eager_does():
         jfn(_x(8, 2), 6, 3)
 
 
-def test_thunderfx_keeps_fallback_ops_with_symbolic_shapes_in_one_thunder_program():
-    """thunderfx leaves fallback ops to PyTorch; those with symbolic shapes (the complex rotary embedding's
-    polar, view_as_complex, view_as_real) stay in thunder: one program, no split, one compile."""
+@pytest.mark.parametrize("name", ["rotary embedding (complex)", "repeat a growing KV cache"])
+def test_thunderfx_keeps_the_program_in_one_thunder_program(name):
+    """thunderfx leaves to PyTorch what thunder has no mapping for, splitting the graph there. The complex
+    rotary embedding's fallback ops (polar, view_as_complex, view_as_real) have symbolic shapes, and the
+    length of a grown cache is Dynamo's ``torch.sym_sum``: both stay in thunder, one program, one compile."""
     import torch
     from thunder.dynamo import thunderfx
 
     import thunder
 
     torch._dynamo.reset()
-    fn, calls = CASES["rotary embedding (complex)"]
+    fn, calls = CASES[name]
     compiled = thunderfx(fn, cache="symbolic values")
     for args in calls:
         torch.testing.assert_close(compiled(*args), fn(*args))

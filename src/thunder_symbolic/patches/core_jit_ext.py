@@ -31,7 +31,7 @@ from thunder_symbolic.guards import algebra
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards import values as value_guards
 from thunder_symbolic.guards.prologue import check_dtensor_layout, check_symbolic_guards, dtensor_layout
-from thunder_symbolic.number_ops import apply_number_op
+from thunder_symbolic.number_ops import apply_number_op, sym_sum
 from thunder_symbolic.opaque import is_opaque, opaque
 
 UPSTREAM = "Lightning-AI/lightning-thunder#463"
@@ -52,7 +52,7 @@ class _LookasideMap(dict):
 
 @patch(
     "thunder.core.jit_ext:_general_jit_lookaside_map",
-    summary="guard recorders run natively, not interpreted; min/max of two numbers and torch.sym_max/min stay "
+    summary="guard recorders run natively, not interpreted; min/max of two numbers and torch.sym_max/min/sum stay "
     "symbolic; isinstance(dtensor, DTensor) is True for DTensor proxies; setting an attribute of the jitted "
     "function or module itself is refused with an error naming the statement; in user code, type() and "
     "isinstance() of a symbolic number answer with its Python type, str/repr/format give its digits (pinned); "
@@ -77,6 +77,7 @@ def _lookaside_map(original):
         lookasides[fn] = interpreter_needs_wrap(partial(apply_number_op, op))
     for fn, op in ((builtins.max, "max"), (builtins.min, "min")):
         lookasides[fn] = interpreter_needs_wrap(partial(_min_max_of_two_numbers, fn, op))
+    lookasides[torch.sym_sum] = interpreter_needs_wrap(sym_sum)
     for fn in (str, repr, ascii, format):
         lookasides[fn] = interpreter_needs_wrap(partial(_text_of_python_value, fn))
     lookasides[type] = interpreter_needs_wrap(_python_type)

@@ -64,22 +64,27 @@ def _script_object_input(node: torch.fx.Node) -> torch.fx.Node | None:
 @patch(
     "thunder.dynamo.utils:is_node_supported_by_thunder",
     summary="a node taking a script object (a DeviceMesh) or calling a method torch.Tensor lacks (a DTensor's "
-    "redistribute) is left to PyTorch with a split reason; fallback ops with symbolic shapes stay in thunder",
+    "redistribute) is left to PyTorch with a split reason; fallback ops with symbolic shapes and torch.sym_sum "
+    "stay in thunder",
     why=(
         "From torch 2.12 Dynamo puts the DeviceMesh of tensor-parallel code in the graph as a fake script object "
         "and keeps DTensor methods as method calls: thunderfx failed on such graphs ('tree_flatten of type "
         "FakeScriptObject is not supported', then the assertion 'Failed to find method redistribute') instead "
         "of splitting them off. 0.2.6 leaves every fallback op to PyTorch: the rotary embedding's "
         "view_as_complex, view_as_real and polar split each attention block into four thunder programs; those "
-        "of thunder_symbolic.fallback_shapes keep symbolic sizes and now run in thunder."
+        "of thunder_symbolic.fallback_shapes keep symbolic sizes and now run in thunder. 0.2.6 has no mapping "
+        "for torch.sym_sum, which Dynamo writes for the length of a growing KV cache: every attention block "
+        "was split around it (a decode step of the inference benchmark ran 6 thunder programs and 3 Inductor "
+        "graphs of one addition each)."
     ),
 )
 def _is_node_supported_by_thunder(original):
     from thunder.dynamo.utils import SplitReason, SplitReasonType, try_execute_thunder_symbol
 
     from thunder_symbolic.fallback_shapes import torch_functions
+    from thunder_symbolic.number_ops import sym_sum
 
-    with_shapes = torch_functions()
+    kept_in_thunder = torch_functions() | {torch.sym_sum: sym_sum}  # torch function -> what thunder runs
 
     def is_node_supported_by_thunder(node, thunder_options):
         if (mesh := _script_object_input(node)) is not None:
@@ -89,8 +94,8 @@ def _is_node_supported_by_thunder(original):
             info = f"node {node.name} calls {node.target}, which is not a torch.Tensor method"
             return False, SplitReason(SplitReasonType.UNSUPPORTED_NODE, info=info)
         target = getattr(torch.Tensor, node.target) if node.op == "call_method" else node.target
-        if node.op in ("call_function", "call_method") and target in with_shapes:
-            return try_execute_thunder_symbol(with_shapes[target], node, thunder_options)
+        if node.op in ("call_function", "call_method") and target in kept_in_thunder:
+            return try_execute_thunder_symbol(kept_in_thunder[target], node, thunder_options)
         return original(node, thunder_options)
 
     return is_node_supported_by_thunder
