@@ -19,7 +19,10 @@ placements that its local computation gives, the operation is that local computa
 - ``linear`` in the layouts of column- and row-wise parallelism (and replicated ones) is the local linear;
 - elementwise operations and dtype conversions whose result has the placements of all their DTensor
   operands (and, for two DTensors, the same shape) are the local operation: DTensor redistributed none of
-  them, so it computed exactly this.
+  them, so it computed exactly this. The DTensor torch functions ``silu``, ``add``, ``mul``, ``neg``,
+  ``exp`` and ``reciprocal`` are claimed whole (thunder composes them of DTensor operations: ``silu`` of
+  eleven, a bfloat16 product converts its operands to float32 and back), so each is one local torch
+  operation, with eager's rounding; one that is not stays one DTensor operation, as eager runs it.
 
 :class:`DTensorLocalExecutor`'s fusion pass rewrites a trace so. A DTensor that must exist as a DTensor
 (a trace output, or the operand of an operation not rewritten) keeps the DTensor operation that produced
@@ -38,13 +41,14 @@ from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy, variableify
 from thunder.core.trace import TraceProvenance, from_trace, tracectx
 from thunder.executors.torchex import ex as pytorchex
-from thunder.extend import FusionExecutor, register_executor
+from thunder.extend import FusionExecutor, ImplInfo, register_executor
+from thunder.torch.experimental import dtensor_torch_and_prims as dtensor_ops
 from thunder.torch.experimental.dtensor_proxy import DTensorProxy
 from torch.distributed.tensor import Partial, Replicate, Shard
 
 from thunder_symbolic.dtensor_shapes import same_dims
 
-__all__ = ["DTensorLocalExecutor", "executor"]
+__all__ = ["DTensorLocalExecutor", "executor", "through_dtensor"]
 
 
 def _local_tensor(d):
@@ -75,6 +79,7 @@ _OPERATIONS: dict[str, Callable] = {
     "local_neg": torch.neg,
     "local_exp": torch.exp,
     "local_reciprocal": torch.reciprocal,
+    "local_silu": F.silu,
 }
 
 # The operators whose result is a new tensor: all but the unwrap, the in-place sum and Tensor.to (which
@@ -89,6 +94,21 @@ _ELEMENTWISE = {
     "dtensor_exp_prim": "local_exp",
     "dtensor_reciprocal_prim": "local_reciprocal",
 }
+
+
+# The DTensor torch functions this executor claims whole, by thunder's symbol name: the torch function its
+# operator of that name runs (on DTensors: DTensor's dispatch, as eager) and the local operator.
+_TORCH_FUNCTIONS: dict[str, tuple[Callable, str]] = {
+    "dtensor_silu": (F.silu, "local_silu"),
+    "dtensor_add": (torch.add, "local_add"),
+    "dtensor_mul": (torch.mul, "local_mul"),
+    "dtensor_neg": (torch.neg, "local_neg"),
+    "dtensor_exp": (torch.exp, "local_exp"),
+    "dtensor_reciprocal": (torch.reciprocal, "local_reciprocal"),
+}
+
+# The products among the elementwise operations of both kinds: linear in each operand, not in both.
+_PRODUCTS = {"dtensor_mul_prim", "dtensor_mul"}
 
 
 def _spec(d: DTensorProxy):
@@ -223,11 +243,15 @@ def _elementwise(bsym):
     out = _spec(bsym.output)
     if any(_spec(d).mesh != out.mesh or tuple(_spec(d).placements) != tuple(out.placements) for d in dtensors):
         return None
-    if len(dtensors) == 2 and not same_dims(dtensors[0].shape, dtensors[1].shape):
-        return None
+    replicated = all(isinstance(p, Replicate) for p in out.placements)
+    if len(dtensors) == 2 and not replicated and not same_dims(dtensors[0].shape, dtensors[1].shape):
+        return None  # broadcasting against a sharded dim is not the local broadcast
+    if len(dtensors) == 2 and bsym.sym.name in _PRODUCTS and any(isinstance(p, Partial) for p in out.placements):
+        return None  # the product of two partial sums is not the sum of the partial products: DTensor sums one first
     if not dtensors or any(isinstance(a, TensorProxy) and not isinstance(a, DTensorProxy) for a in bsym.args):
         return None
-    return _writer(_ELEMENTWISE[bsym.sym.name], bsym)
+    local = _ELEMENTWISE[bsym.sym.name] if bsym.sym.executor is pytorchex else _TORCH_FUNCTIONS[bsym.sym.name][1]
+    return _writer(local, bsym)
 
 
 def _convert_element_type(bsym):
@@ -263,8 +287,18 @@ _RULES: dict[str, Callable] = {
 
 
 def _rule(bsym):
-    rule = _RULES.get(bsym.sym.name) if bsym.sym.executor is pytorchex else None
+    if bsym.sym.executor is pytorchex:
+        rule = _RULES.get(bsym.sym.name)
+    else:  # one of this executor's DTensor torch functions
+        rule = _elementwise if bsym.sym.executor is executor and bsym.sym.name in _TORCH_FUNCTIONS else None
     return None if rule is None else rule(bsym)
+
+
+def through_dtensor(bsym) -> bool:
+    """Whether a bound symbol of an execution trace runs a DTensor operation through DTensor's dispatch."""
+    if bsym.sym.executor is executor:
+        return bsym.sym.name in _TORCH_FUNCTIONS
+    return bsym.sym.name.startswith("dtensor_")
 
 
 def _readers(bound_symbols) -> dict[str, int]:
@@ -298,18 +332,28 @@ def _needed_as_dtensors(bound_symbols, writers: dict[int, Callable]) -> None:
                     changed = True
 
 
+def _all_dtensors(*args, **kwargs) -> bool:
+    return all(isinstance(a, DTensorProxy) for a in args if isinstance(a, TensorProxy))
+
+
 class DTensorLocalExecutor(FusionExecutor):
-    """Runs DTensor operations on local tensors where DTensor would (see the module docstring). It claims
-    nothing while thunder assigns operations to executors; its fusion pass rewrites the torch executor's
-    DTensor operations."""
+    """Runs DTensor operations on local tensors where DTensor would (see the module docstring). While thunder
+    assigns operations to executors it takes the DTensor torch functions of ``_TORCH_FUNCTIONS`` whole (its
+    operator of the same name, which runs the torch function on the DTensors); its fusion pass rewrites those
+    and the torch executor's DTensor operations."""
 
     def __init__(self):
         super().__init__("dtensor_local")
         for name, fn in _OPERATIONS.items():
             self.register_operator(name, meta=_not_traced, fn=fn)
+        for name, (fn, _) in _TORCH_FUNCTIONS.items():
+            symbol = getattr(dtensor_ops, name)
+            self._implmap[symbol.id] = ImplInfo(
+                checker=_all_dtensors, execution_transform=self.register_operator(name, like=symbol, fn=fn)
+            )
 
     def can_fuse(self, bsym) -> bool:
-        return False
+        return self.can_execute(bsym)  # what it takes itself, never a function made of such parts
 
     def fusion_pass(self, trace):
         bound_symbols = trace.bound_symbols

@@ -58,6 +58,12 @@ def same_dims(a: Sequence, b: Sequence) -> bool:
     return len(a) == len(b) and all(provably_equal(x, y) for x, y in zip(a, b))
 
 
+def _equal_dims(a: Sequence, b: Sequence) -> bool:
+    """Whether two shapes are equal: provably, else by a guard on each pair of dims (two inputs of one length
+    are one program; a broadcast, whose result shape has no rule here, still pins the sizes)."""
+    return len(a) == len(b) and all(provably_equal(x, y) or bool(x == y) for x, y in zip(a, b))
+
+
 def shapes_of(x: Any) -> DTensorShapes:
     """A DTensor proxy's own local and global sizes."""
     return DTensorShapes(tuple(x.local_tensor._shape), tuple(x._shape))
@@ -128,7 +134,7 @@ def _binary(result, a, b, **kwargs):
         return shapes_of(a)
     if not is_dtensor_proxy(b) or _placements(a) != _placements(b):
         return None
-    if not (same_dims(a._shape, b._shape) and same_dims(a.local_tensor._shape, b.local_tensor._shape)):
+    if not (_equal_dims(a._shape, b._shape) and _equal_dims(a.local_tensor._shape, b.local_tensor._shape)):
         return None
     return shapes_of(a) if _nonempty(a._shape) else None
 

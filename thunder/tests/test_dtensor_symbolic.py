@@ -32,6 +32,11 @@ COMPILES = {
     "shard_uneven": (len(LENGTHS), "sharding a dim splits it unevenly: no shape rule, the sizes are pinned"),
     "placements_change": (2, "a Shard(0) and a Replicate argument of one global shape are two programs"),
     "grad:partial_sums": (len(LENGTHS), "exp of a Partial DTensor, differentiated: its sizes are pinned"),
+    "grad:partial_products": (
+        len(LENGTHS),
+        "a product of Partial DTensors, differentiated: the backward multiplies DTensors of different "
+        "placements, which has no shape rule (its sizes are pinned)",
+    ),
 }
 
 # The DTensor operations each program (without grad) still runs through DTensor's dispatch; every other
@@ -39,11 +44,11 @@ COMPILES = {
 # shape of, or hands to one of these, is made by DTensor.
 THROUGH_DTENSOR = {
     "from_local_shapes": {"dtensor_from_local"},  # its shape is read
-    "partial_sums": {"dtensor_from_local", "dtensor_exp_prim"},  # DTensor sums the partials before exp
+    "partial_sums": {"dtensor_from_local", "dtensor_exp"},  # DTensor sums the partials before exp
+    "partial_products": {"dtensor_from_local", "dtensor_mul"},  # and one factor of a product of partials
     "redistribute_to_replicate": {"dtensor_from_local", "dtensor_redistribute"},  # Shard to Replicate gathers
     "full_tensor": {"dtensor_from_local", "dtensor_redistribute"},
     "reshape_replicated": {"dtensor_from_local", "dtensor_reshape_prim"},
-    "broadcast_replicated": {"dtensor_from_local", "dtensor_broadcast_in_dim_prim"},
     "grouped_mm_sharded": {"dtensor_from_local", "dtensor_grouped_mm_prim"},
     "shard_uneven": {"dtensor_from_local", "dtensor_redistribute"},  # Replicate to Shard splits
     # the row-parallel linear's bias: DTensor adds it to the partial sums its own way
