@@ -30,7 +30,7 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -532,6 +532,14 @@ class CompileCounter:
 # --- Generation ------------------------------------------------------------------------------------
 
 
+class StepTime(NamedTuple):
+    """Seconds of a generation step: wall time, and CPU time of this rank's main thread, which leaves out
+    the waits for other ranks (collectives) and for the device."""
+
+    wall: float
+    cpu: float
+
+
 class Runner:
     def __init__(self, args, config, ctx: Dist, device: torch.device, mode: str, cache: str | None):
         self.args, self.config, self.ctx, self.device = args, config, ctx, device
@@ -540,22 +548,25 @@ class Runner:
         self.compiled = compile_model(self.model, args, mode, cache)
         self.counter = CompileCounter()
 
-    def step(self, input_ids, kv_cache, phase: str, model=None) -> tuple[torch.Tensor, torch.Tensor]:
+    def step(self, input_ids, kv_cache, phase: str, model=None) -> tuple[torch.Tensor, torch.Tensor, StepTime]:
+        """One forward and the next token, and the time they took: the benchmark's own accounting of compiles
+        and regions around them (thunder's only) is not timed."""
+        before = self.counter.snapshot(self.compiled)
+        timed_before = None if model else self.counter.profile.instrument(self.compiled)
+        began, cpu_began = time.perf_counter(), time.thread_time()
         start = kv_cache.get_seq_length()
         start = int(start) if isinstance(start, torch.Tensor) else start
         cache_position = torch.arange(start, start + input_ids.shape[1], device=self.device)
-        before = self.counter.snapshot(self.compiled)
-        timed_before = None if model else self.counter.profile.instrument(self.compiled)
-        began = time.perf_counter()
         with torch.no_grad():
             logits = (model or self.compiled)(
                 input_ids, cache_position=cache_position, past_key_values=kv_cache, use_cache=True
             ).logits
         next_token = torch.argmax(logits[:, -1, :], dim=-1, keepdim=True)
         sync(self.device)
+        took = StepTime(time.perf_counter() - began, time.thread_time() - cpu_began)
         after = self.counter.snapshot(self.compiled)
-        self.counter.account(phase, before, after, time.perf_counter() - began, self.compiled, timed_before)
-        return next_token, logits[:, -1, :].float()
+        self.counter.account(phase, before, after, took.wall, self.compiled, timed_before)
+        return next_token, logits[:, -1, :].float(), took
 
     def generate(self, progress=None, model=None, forced: torch.Tensor | None = None) -> dict[str, Any]:
         """Prefill then decode; ``forced`` (tokens) replaces the model's own choices (teacher forcing)."""
@@ -566,21 +577,24 @@ class Runner:
         input_ids = input_ids.to(self.device)
         kv_cache = make_kv_cache(self.args, self.config, self.ctx, self.device)
         sync(self.device)
-        began = time.perf_counter()
-        token, last_logits = self.step(input_ids, kv_cache, "prefill", model)
-        prefill = time.perf_counter() - began
-        tokens, logits = [token], [last_logits]
-        began = time.perf_counter()
+        token, last_logits, prefill = self.step(input_ids, kv_cache, "prefill", model)
+        tokens, logits, decode = [token], [last_logits], StepTime(0.0, 0.0)
         for i in range(self.args.output_length - 1):
             if forced is not None:
                 token = forced[:, i : i + 1]
-            token, last_logits = self.step(token, kv_cache, "first_decode" if i == 0 else "later_decode", model)
+            token, last_logits, took = self.step(token, kv_cache, "first_decode" if i == 0 else "later_decode", model)
             tokens.append(token)
             logits.append(last_logits)
+            decode = StepTime(decode.wall + took.wall, decode.cpu + took.cpu)
             if progress is not None:
                 progress.update(1)
-        decode = time.perf_counter() - began
-        return {"prefill_s": prefill, "decode_s": decode, "tokens": torch.cat(tokens, dim=1), "logits": logits}
+        return {
+            "prefill_s": prefill.wall,
+            "decode_s": decode.wall,
+            "decode_cpu_s": decode.cpu,
+            "tokens": torch.cat(tokens, dim=1),
+            "logits": logits,
+        }
 
 
 def summarize(args, iterations: list[dict[str, float]]) -> dict[str, Any]:
@@ -589,6 +603,7 @@ def summarize(args, iterations: list[dict[str, float]]) -> dict[str, Any]:
     decode = [it["decode_s"] * 1e3 for it in iterations]
     total = [p + d for p, d in zip(prefill, decode)]
     tbot = [d / (n_out - 1) for d in decode]
+    tbot_cpu = [it["decode_cpu_s"] * 1e3 / (n_out - 1) for it in iterations]
 
     def spread(values):
         return statistics.stdev(values) if len(values) > 1 else 0.0
@@ -601,6 +616,7 @@ def summarize(args, iterations: list[dict[str, float]]) -> dict[str, Any]:
         "ttft_ms": statistics.mean(prefill),
         "ttft_std_ms": spread(prefill),
         "tbot_ms": statistics.mean(tbot),
+        "tbot_cpu_ms": statistics.mean(tbot_cpu),
         "prefill_time_ms": statistics.mean(prefill),
         "decode_time_ms": statistics.mean(decode),
         "total_time_ms": statistics.mean(total),
@@ -719,8 +735,8 @@ def run_name(run: dict[str, Any]) -> str:
 
 
 def comparison(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per run: TBOT and its ratio to eager's and inductor's (when run), time to first token with
-    compiling, recompiles and thunder regions per decode step."""
+    """One row per run: TBOT and its ratio to eager's and inductor's (when run), the main thread's CPU time
+    per token, time to first token with compiling, recompiles and thunder regions per decode step."""
     tbot = {run["mode"]: run["metrics"]["tbot_ms"] for run in runs if run["mode"] in ("eager", "inductor")}
     rows = []
     for run in runs:
@@ -731,6 +747,7 @@ def comparison(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "tbot_ms": m["tbot_ms"],
                 "tbot_vs_eager": m["tbot_ms"] / tbot["eager"] if "eager" in tbot else None,
                 "tbot_vs_inductor": m["tbot_ms"] / tbot["inductor"] if "inductor" in tbot else None,
+                "tbot_cpu_ms": m["tbot_cpu_ms"],
                 "decode_tokens_per_s": m["decode_throughput_tokens_per_s"],
                 "first_token_s": c["first_token_s"],
                 "compile_time_s": c["compile_time_s"],
@@ -763,7 +780,7 @@ def print_report(report: dict[str, Any]) -> None:
         )
         print(
             f"  latency {m['latency_ms_per_token']:.2f} ms/token, TTFT {m['ttft_ms']:.2f} ms "
-            f"(std {m['ttft_std_ms']:.2f}), TBOT {m['tbot_ms']:.2f} ms"
+            f"(std {m['ttft_std_ms']:.2f}), TBOT {m['tbot_ms']:.2f} ms (CPU {m['tbot_cpu_ms']:.2f} ms)"
         )
         print(
             f"  prefill {m['prefill_time_ms']:.1f} ms, decode {m['decode_time_ms']:.1f} ms, total "
@@ -802,17 +819,20 @@ def print_report(report: dict[str, Any]) -> None:
             for reason, count in c["split_reasons"].items():
                 print(f"    {count:>3} x {reason}")
     if len(report["runs"]) > 1:
-        print("\n-- comparison (TBOT: time between output tokens; first token: compiling included)")
         print(
-            f"  {'run':34} {'TBOT ms':>8} {'x eager':>8} {'x inductor':>10} {'first token s':>13} "
+            "\n-- comparison (TBOT: time between output tokens; CPU: of rank 0's main thread per token, without"
+            " waits for other ranks; first token: compiling included)"
+        )
+        print(
+            f"  {'run':34} {'TBOT ms':>8} {'x eager':>8} {'x inductor':>10} {'CPU ms':>7} {'first token s':>13} "
             f"{'recompiles (later decode)':>25} {'regions/step':>12} {'matches':>7}"
         )
         for row in report["comparison"]:
             ratios = [f"{r:.2f}" if r is not None else "-" for r in (row["tbot_vs_eager"], row["tbot_vs_inductor"])]
             print(
-                f"  {row['run']:34} {row['tbot_ms']:>8.2f} {ratios[0]:>8} {ratios[1]:>10} {row['first_token_s']:>13.1f} "
-                f"{row['recompiles_later_decode']:>25} {row['thunder_regions_per_decode_step']:>12} "
-                f"{row['matches_eager']!s:>7}"
+                f"  {row['run']:34} {row['tbot_ms']:>8.2f} {ratios[0]:>8} {ratios[1]:>10} {row['tbot_cpu_ms']:>7.2f} "
+                f"{row['first_token_s']:>13.1f} {row['recompiles_later_decode']:>25} "
+                f"{row['thunder_regions_per_decode_step']:>12} {row['matches_eager']!s:>7}"
             )
 
 
