@@ -48,7 +48,7 @@ from torch.distributed.tensor import Partial, Replicate, Shard
 
 from thunder_symbolic.dtensor_shapes import same_dims
 
-__all__ = ["DTensorLocalExecutor", "executor", "through_dtensor"]
+__all__ = ["FUSIBLE", "DTensorLocalExecutor", "executor", "through_dtensor"]
 
 
 def _local_tensor(d):
@@ -81,6 +81,10 @@ _OPERATIONS: dict[str, Callable] = {
     "local_reciprocal": torch.reciprocal,
     "local_silu": F.silu,
 }
+
+# The operators a fusing executor may take into its fusions (thunder's torch.compile executor): those on
+# local tensors, but the in-place sum (Dynamo cannot functionalize it).
+FUSIBLE = set(_OPERATIONS) - {"dtensor_local_tensor", "local_all_reduce_"}
 
 # The operators whose result is a new tensor: all but the unwrap, the in-place sum and Tensor.to (which
 # may return its input).

@@ -115,6 +115,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="keep transformers' Llama4TextMoe (default: grouped-matmul experts, tensor-parallel)",
     )
+    p.add_argument(
+        "--enable-torch-compile-executor",
+        action="store_true",
+        help="thunder modes fuse operations with thunder's torch.compile executor (Inductor)",
+    )
     p.add_argument("--thunder-trace", action="store_true", help="print the last thunder traces")
     p.add_argument("--save-results", action="store_true")
     p.add_argument("--output-dir", default="./results")
@@ -124,7 +129,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     thunder_options = [
         flag
-        for flag, given in (("--thunder-cache", args.thunder_cache), ("--compare-cache", args.compare_cache))
+        for flag, given in (
+            ("--thunder-cache", args.thunder_cache),
+            ("--compare-cache", args.compare_cache),
+            ("--enable-torch-compile-executor", args.enable_torch_compile_executor),
+        )
         if given
     ]
     if args.compare_cache and args.thunder_cache:
@@ -134,8 +143,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error("--compare-modes runs the modes it names; do not also give --mode")
         if args.compare_cache:
             p.error("--compare-modes runs every cache option of its thunder modes (--thunder-cache picks one)")
-        if args.thunder_cache and not set(args.compare_modes) & set(THUNDER_MODES):
-            p.error("--thunder-cache applies to the thunder modes, and --compare-modes names none")
+        if thunder_options and not set(args.compare_modes) & set(THUNDER_MODES):
+            p.error(f"{thunder_options[0]} applies to the thunder modes, and --compare-modes names none")
         args.mode = "+".join(args.compare_modes)
         caches = (args.thunder_cache,) if args.thunder_cache else CACHE_OPTIONS
         args.runs = [(m, c) for m in args.compare_modes for c in (caches if m in THUNDER_MODES else (None,))]
@@ -369,16 +378,28 @@ def compile_model(model, args, mode: str, cache: str | None):
         from thunder.transforms.cudagraph import CUDAGraphTransform
 
         options["transforms"] = [CUDAGraphTransform()]
+    executors = thunder.get_default_executors()
+    if args.enable_torch_compile_executor:
+        executors = with_torch_compile_executor(executors)
     if mode == "thunder":
-        return thunderfx(model, **options)
+        return thunderfx(model, executors=executors, **options)
     # As upstream: transformers builds attention masks with torch.vmap, which thunder.jit cannot trace;
     # SDPAMaskTransform computes them with plain tensor operations.
     from thunder.recipes.hf_transformers import SDPAMaskTransform
 
     mask_transform = SDPAMaskTransform()
     transforms = [mask_transform, *options.pop("transforms", [])]
-    options.update(transforms=transforms, executors=[mask_transform.get_executor(), *thunder.get_default_executors()])
+    options.update(transforms=transforms, executors=[mask_transform.get_executor(), *executors])
     return thunder.jit(model, **options)
+
+
+def with_torch_compile_executor(executors) -> list:
+    """``executors`` with thunder's torch.compile executor after thunder-symbolic's DTensor local executor (if
+    there), whose operations on local tensors it fuses, and before the others."""
+    from thunder.executors.torch_compile import torch_compile_ex
+
+    position = next((i + 1 for i, ex in enumerate(executors) if ex.name == "dtensor_local"), 0)
+    return [*executors[:position], torch_compile_ex, *executors[position:]]
 
 
 def thunder_functions(compiled) -> list:

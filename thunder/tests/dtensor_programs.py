@@ -272,14 +272,22 @@ CASES = {
     ),
     # bfloat16: Dynamo runs torch's meta function of _grouped_mm, which takes no other type.
     "moe_thunderfx": tensor_parallel(grouped_experts_moe, grouped_experts_plan, 16, torch.bfloat16),
+    # With thunder's torch.compile executor: the local operations are fused, the DTensor ones are not.
+    "mlp_torchcompile": tensor_parallel(MLP, {"up": ColwiseParallel(), "down": RowwiseParallel()}, 8),
 }
 
 
 def compile_case(name, fn):
-    """``fn`` under symbolic values: through thunderfx for the ``*_thunderfx`` cases, else thunder.jit."""
+    """``fn`` under symbolic values: through thunderfx for the ``*_thunderfx`` cases, else thunder.jit, with
+    thunder's torch.compile executor after the DTensor local executor for the ``*_torchcompile`` cases."""
     if name.endswith("_thunderfx"):
         torch._dynamo.reset()
         return thunder.dynamo.thunderfx(fn, cache="symbolic values")
+    if name.endswith("_torchcompile"):
+        from thunder.executors.torch_compile import torch_compile_ex
+
+        others = [ex for ex in thunder.get_default_executors() if ex is not dtensor_local.executor]
+        return thunder.jit(fn, cache="symbolic values", executors=[dtensor_local.executor, torch_compile_ex, *others])
     return thunder.jit(fn, cache="symbolic values")
 
 
@@ -297,6 +305,7 @@ def run_case(name, mesh) -> dict:
         "compiles": compiles(jfn),
         "dtensor_operations": dtensor_operations(jfn),
         "split_reasons": split_reasons(jfn),
+        "fusions": fusions(jfn),
     }
 
 
@@ -372,6 +381,16 @@ def programs(jfn) -> list:
 def compiles(jfn) -> int:
     """thunder.jit: its compiles; thunderfx: the most compiles of any of its thunder programs."""
     return max(thunder.cache_misses(fn) for fn in programs(jfn))
+
+
+def fusions(jfn) -> list[list[str]]:
+    """The operations each fusion of the last programs runs."""
+    return [
+        [sub.sym.name for sub in b.subsymbols]
+        for fn in programs(jfn)
+        for b in thunder.last_traces(fn)[-1].bound_symbols
+        if b.sym.is_fusion
+    ]
 
 
 def split_reasons(jfn) -> list[str]:

@@ -81,6 +81,7 @@ def test_unsupported_combination_fails_with_a_clear_message(tmp_path):
         ([], "eager"),
         (["--thunder-cache", "symbolic values"], "thunder"),
         (["--compare-cache"], "thunder"),
+        (["--enable-torch-compile-executor"], "thunder"),
         (["--mode", "thunderjit", "--thunder-cache", "symbolic values"], "thunderjit"),
     ],
 )
@@ -119,12 +120,22 @@ def test_runs_of_one_launch(flags, runs):
         (["--compare-modes", "eager", "--mode", "thunder"], "do not also give --mode"),
         (["--compare-modes", "thunder", "--compare-cache"], "--compare-modes runs every cache option"),
         (["--compare-modes", "eager,inductor", "--thunder-cache", SYMBOLIC], "--compare-modes names none"),
+        (["--mode", "inductor", "--enable-torch-compile-executor"], "applies to --mode thunder"),
+        (["--compare-modes", "eager", "--enable-torch-compile-executor"], "--compare-modes names none"),
     ],
 )
 def test_invalid_options_are_argparse_errors(flags, message, capsys):
     with pytest.raises(SystemExit):
         _benchmark_module().parse_args(flags)
     assert message in capsys.readouterr().err
+
+
+def test_the_torch_compile_executor_fuses_what_the_dtensor_local_executor_writes():
+    """Fusion passes run in the executors' order: the torch.compile executor must see the local operations."""
+    import thunder
+
+    names = [ex.name for ex in _benchmark_module().with_torch_compile_executor(thunder.get_default_executors())]
+    assert names.index("torchcompile") == names.index("dtensor_local") + 1
 
 
 def _benchmark_module():

@@ -54,6 +54,7 @@ THROUGH_DTENSOR = {
     # the row-parallel linear's bias: DTensor adds it to the partial sums its own way
     "mlp_tensor_parallel": {"dtensor_from_local", "dtensor_linear_prim"},
     "moe_tensor_parallel": {"dtensor_from_local", "dtensor_linear_prim"},
+    "mlp_torchcompile": {"dtensor_from_local", "dtensor_linear_prim"},
     # the linear layers are left to PyTorch: DTensors pass between thunder programs (from torch 2.12 every
     # DTensor operation is, as Dynamo passes the mesh as a script object)
     **dict.fromkeys(
@@ -125,6 +126,16 @@ def test_thunderfx_keeps_redistribute_in_thunder(results, case):
     """The MoE experts redistribute with positional mesh and placements (0.2.6 split the graph there)."""
     _check(results, case, case)
     assert not [reason for reason in results[case]["split_reasons"] if "redistribute" in reason]
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("case", [case for case in CASES if case.endswith("_torchcompile")])
+def test_torch_compile_executor_fuses_the_local_operations(results, case):
+    """The torch.compile executor leaves DTensor operations alone (it failed on them) and fuses the DTensor
+    local executor's: the column-parallel linear and the relu in one region."""
+    _check(results, case, case)
+    fused = [name for fusion in results[case]["fusions"] for name in fusion]
+    assert "local_linear" in fused and not [name for name in fused if name.startswith("dtensor_")]
 
 
 def _grad_param(case):

@@ -7,31 +7,48 @@ from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy, TensorProxy
 from thunder.core.pytree import tree_flatten
 from thunder.extend import ImplInfo
+from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 
 from thunder_symbolic._registry import patch
 
 
 @patch(
     "thunder.executors.torch_compile:torch_compile_ex._implmap",
-    summary="prims.shape, number-only operations and alias updates stay outside torch.compile fusions",
+    summary="prims.shape, number-only operations, alias updates and DTensor operations stay outside torch.compile "
+    "fusions; the DTensor local executor's operations on local tensors join them",
     why=(
         "A trace may produce a dim in several prims.shape calls (each .shape access binds one), and DCE "
         "writes the repeated outputs as ints: inside a fusion region that failed with 'name i0 already "
         "used' or \"'int' object has no attribute 'name'\". A region holding update_aliases receives "
         "several inputs that share memory, which torch.compile fails on once their sizes change "
         "(`AssertionError: s35 ... not in {...}`, pytorch/pytorch#90665); split at the update, each "
-        "region sees one of them."
+        "region sees one of them. A region making or reading a DTensor failed (a DTensor returned by "
+        "torch.compile has no storage to compare, Dynamo cannot wrap a DTensorSpec): any tensor-parallel "
+        "program with this executor failed; the torch executor and the DTensor local executor run them."
     ),
     upstream="Lightning-AI/lightning-thunder#2730, #2746, #2760",
 )
 def _implmap(original):
-    left_out = (PrimIDs.SHAPE, PrimIDs.UPDATE_ALIASES)
-    return {op: ImplInfo(checker=_involves_tensors) for op in original if op not in left_out}
+    left_out = {PrimIDs.SHAPE, PrimIDs.UPDATE_ALIASES} | {op for op in original if _is_dtensor_operation(op)}
+    implmap = {op: ImplInfo(checker=_involves_plain_tensors) for op in original if op not in left_out}
+    if torch.distributed.is_available():
+        from thunder_symbolic.dtensor_local import FUSIBLE, executor
+
+        implmap |= {executor.opmap[name].id: ImplInfo() for name in FUSIBLE}
+    return implmap
 
 
-def _involves_tensors(*args, **kwargs) -> bool:
-    # Number-only operations (size arithmetic) run in Python; a torch.compile region cannot run them.
-    return any(isinstance(a, TensorProxy) for a in tree_flatten((args, kwargs))[0])
+def _is_dtensor_operation(op) -> bool:
+    from thunder.torch.experimental.dtensor_torch_and_prims import DTensorPrimIDs
+
+    return isinstance(op, DTensorPrimIDs) or str(op).startswith("dtensor_")
+
+
+def _involves_plain_tensors(*args, **kwargs) -> bool:
+    """Number-only operations (size arithmetic) run in Python: a torch.compile region cannot run them. A
+    DTensor operand is left to the torch executor and the DTensor local executor."""
+    tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, TensorProxy)]
+    return bool(tensors) and not any(is_dtensor_proxy(t) for t in tensors)
 
 
 def _without_int_shape_outputs(bsym):
