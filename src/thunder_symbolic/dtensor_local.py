@@ -14,8 +14,9 @@ placements that its local computation gives, the operation is that local computa
 - ``from_local`` (no ``run_check``) and ``to_local`` are the local tensor itself;
 - ``redistribute`` to the same placements is the local tensor; from ``Partial`` to ``Replicate`` it is an
   all-reduce of the local tensor (the functional collective DTensor uses; in place when nothing else
-  reads a tensor the trace computed), waited for at once also when ``async_op`` asks DTensor to wait at
-  the first use (tensor parallelism's output hooks do);
+  reads a tensor the trace computed), waited for just before the sum's first reader, whether or not
+  ``async_op`` asks DTensor to wait at the first use (tensor parallelism's output hooks do): what the trace
+  computes in between overlaps with the communication, as in Inductor's schedule;
 - ``linear`` in the layouts of column- and row-wise parallelism (and replicated ones) is the local linear;
 - elementwise operations and dtype conversions whose result has the placements of all their DTensor
   operands (and, for two DTensors, the same shape) are the local operation: DTensor redistributed none of
@@ -55,12 +56,18 @@ def _local_tensor(d):
     return d._local_tensor
 
 
+# A sum over the ranks is started by one operator and waited for by another, which the fusion pass places
+# just before the sum's first reader: what the trace computes in between overlaps with the communication.
 def _all_reduce(t, reduce_op: str, group_name: str):
-    return torch.ops._c10d_functional.wait_tensor(torch.ops._c10d_functional.all_reduce(t, reduce_op, group_name))
+    return torch.ops._c10d_functional.all_reduce(t, reduce_op, group_name)
 
 
 def _all_reduce_in_place(t, reduce_op: str, group_name: str):
-    return torch.ops._c10d_functional.wait_tensor(torch.ops._c10d_functional.all_reduce_(t, reduce_op, group_name))
+    return torch.ops._c10d_functional.all_reduce_(t, reduce_op, group_name)
+
+
+def _wait(t):
+    return torch.ops._c10d_functional.wait_tensor(t)
 
 
 def _to(t, dtype: torch.dtype):
@@ -72,6 +79,7 @@ _OPERATIONS: dict[str, Callable] = {
     "dtensor_local_tensor": _local_tensor,
     "local_all_reduce": _all_reduce,
     "local_all_reduce_": _all_reduce_in_place,  # of a tensor no one else reads: no copy (Inductor's choice too)
+    "local_wait": _wait,
     "local_linear": F.linear,
     "local_to": _to,
     "local_add": torch.add,
@@ -82,12 +90,13 @@ _OPERATIONS: dict[str, Callable] = {
     "local_silu": F.silu,
 }
 
-# The operators a fusing executor may take into its fusions (thunder's torch.compile executor): those on
-# local tensors, but the in-place sum (Dynamo cannot functionalize it).
-FUSIBLE = set(_OPERATIONS) - {"dtensor_local_tensor", "local_all_reduce_"}
+# The operators a fusing executor may take into its fusions (thunder's torch.compile executor): the
+# computations on local tensors (a fusion would wait for a sum where it starts).
+FUSIBLE = set(_OPERATIONS) - {"dtensor_local_tensor", "local_all_reduce", "local_all_reduce_", "local_wait"}
 
 # The operators whose result is a new tensor: all but the unwrap, the in-place sum and Tensor.to (which
-# may return its input).
+# may return its input). A wait returns the sum's tensor, one the trace allocated (an in-place sum is
+# only started on such a tensor).
 _ALLOCATING = set(_OPERATIONS) - {"dtensor_local_tensor", "local_all_reduce_", "local_to"}
 
 # The torch executor's DTensor operators that have a local form: the local operator of the elementwise ones.
@@ -208,7 +217,8 @@ def _redistribute(bsym):
         name = "local_all_reduce_" if lowering.only_reader(d) else "local_all_reduce"
         local = lowering.local(d)
         for reduce_op, group_name in reductions:
-            local = lowering.emit(name, (local, reduce_op, group_name), like=bsym.output.local_tensor)
+            started = lowering.emit(name, (local, reduce_op, group_name), like=bsym.output.local_tensor)
+            local = lowering.emit("local_wait", (started,), like=bsym.output.local_tensor)
             name = "local_all_reduce_"  # the result of the first is the trace's own
         lowering.locals[bsym.output.name] = local
 
@@ -336,6 +346,24 @@ def _needed_as_dtensors(bound_symbols, writers: dict[int, Callable]) -> None:
                     changed = True
 
 
+def _wait_late(bound_symbols, wait) -> list:
+    """The bound symbols with each wait for a sum moved down to just before the first one that reads the sum
+    (Inductor's schedule too): the bound symbols in between do not depend on it."""
+    scheduled, pending = [], {}
+    for bsym in bound_symbols:
+        if bsym.sym is wait:
+            pending[bsym.output.name] = bsym
+            continue
+        if bsym.sym.id == PrimIDs.RETURN:
+            scheduled.extend(pending.values())  # what nothing read waits before the trace returns
+            pending.clear()
+        for p in bsym.flat_proxy_args:
+            if (ready := pending.pop(p.name, None)) is not None:
+                scheduled.append(ready)
+        scheduled.append(bsym)
+    return scheduled + list(pending.values())
+
+
 def _all_dtensors(*args, **kwargs) -> bool:
     return all(isinstance(a, DTensorProxy) for a in args if isinstance(a, TensorProxy))
 
@@ -374,7 +402,7 @@ class DTensorLocalExecutor(FusionExecutor):
                     lowering.keep(bsym)
                 else:
                     write(lowering)
-        rewritten.bound_symbols = lowering.bound_symbols
+        rewritten.bound_symbols = _wait_late(lowering.bound_symbols, self.opmap["local_wait"])
         rewritten.set_provenance(TraceProvenance("DTensor operations on local tensors (thunder_symbolic)"))
         return rewritten
 

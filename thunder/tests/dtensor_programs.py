@@ -103,6 +103,22 @@ def partial_products(mesh):
     return f, [(torch.randn(n, 3, device=DEVICE),) for n in LENGTHS]
 
 
+def overlapped_sums(mesh):
+    """Two row-parallel products summed over the ranks and added (a MoE's shared and routed experts): the
+    second product does not need the first sum, so it is computed while that sum is communicated."""
+
+    def f(x, w1, w2):
+        d = DTensor.from_local(x, mesh, [Shard(1)])
+        first = F.linear(d, DTensor.from_local(w1, mesh, [Shard(1)])).redistribute(mesh, [Replicate()])
+        second = F.linear(d, DTensor.from_local(w2, mesh, [Shard(1)])).redistribute(mesh, [Replicate()])
+        return (first + second).to_local()
+
+    return f, [
+        (torch.randn(n, 4, device=DEVICE), torch.randn(6, 4, device=DEVICE), torch.randn(6, 4, device=DEVICE))
+        for n in LENGTHS
+    ]
+
+
 def reshape_replicated(mesh):
     def f(x):
         d = DTensor.from_local(x, mesh, [Replicate()])
@@ -252,6 +268,7 @@ CASES = {
     "linear_rowwise": linear_rowwise,
     "partial_sums": partial_sums,
     "partial_products": partial_products,
+    "overlapped_sums": overlapped_sums,
     "reshape_replicated": reshape_replicated,
     "broadcast_replicated": broadcast_replicated,
     "silu_sharded": silu_sharded,
@@ -306,6 +323,7 @@ def run_case(name, mesh) -> dict:
         "dtensor_operations": dtensor_operations(jfn),
         "split_reasons": split_reasons(jfn),
         "fusions": fusions(jfn),
+        "operations": operations(jfn),
     }
 
 
@@ -391,6 +409,11 @@ def fusions(jfn) -> list[list[str]]:
         for b in thunder.last_traces(fn)[-1].bound_symbols
         if b.sym.is_fusion
     ]
+
+
+def operations(jfn) -> list[str]:
+    """The operations the last programs run, in their order."""
+    return [b.sym.name for fn in programs(jfn) for b in thunder.last_traces(fn)[-1].bound_symbols]
 
 
 def split_reasons(jfn) -> list[str]:

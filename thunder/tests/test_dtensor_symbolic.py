@@ -138,6 +138,16 @@ def test_torch_compile_executor_fuses_the_local_operations(results, case):
     assert "local_linear" in fused and not [name for name in fused if name.startswith("dtensor_")]
 
 
+@pytest.mark.distributed
+def test_a_sum_over_the_ranks_is_waited_for_where_it_is_read(results):
+    """The first sum is started, the second product computed and its sum started, and only then is the first
+    waited for: the communication overlaps with the work that does not need it (each was waited for at once)."""
+    _check(results, "overlapped_sums", "overlapped_sums")
+    communication = {"local_linear", "local_all_reduce", "local_all_reduce_", "local_wait"}
+    order = [name.rstrip("_") for name in results["overlapped_sums"]["operations"] if name in communication]
+    assert order == ["local_linear", "local_all_reduce", "local_linear", "local_all_reduce", "local_wait", "local_wait"]
+
+
 def _grad_param(case):
     if case in INDUCTOR_FAILS_IN_GRAD_MODE:
         return pytest.param(case, marks=pytest.mark.xfail(reason="torch.compile fails in grad mode", strict=True))
