@@ -14,9 +14,7 @@ placements that its local computation gives, the operation is that local computa
 - ``from_local`` (no ``run_check``) and ``to_local`` are the local tensor itself;
 - ``redistribute`` to the same placements is the local tensor; from ``Partial`` to ``Replicate`` it is an
   all-reduce of the local tensor (the functional collective DTensor uses; in place when nothing else
-  reads a tensor the trace computed), waited for just before the sum's first reader, whether or not
-  ``async_op`` asks DTensor to wait at the first use (tensor parallelism's output hooks do): what the trace
-  computes in between overlaps with the communication, as in Inductor's schedule;
+  reads a tensor the trace computed);
 - ``linear`` in the layouts of column- and row-wise parallelism (and replicated ones) is the local linear;
 - elementwise operations and dtype conversions whose result has the placements of all their DTensor
   operands (and, for two DTensors, the same shape) are the local operation: DTensor redistributed none of
@@ -28,6 +26,15 @@ placements that its local computation gives, the operation is that local computa
 :class:`DTensorLocalExecutor`'s fusion pass rewrites a trace so. A DTensor that must exist as a DTensor
 (a trace output, or the operand of an operation not rewritten) keeps the DTensor operation that produced
 it: the pass never builds a DTensor, it only takes ``_local_tensor`` of the DTensors it is given.
+
+:func:`schedule` places the sums over the ranks in the execution trace once every fusion pass has run (a
+fusing executor's partition reorders the whole trace): each is started just after its operand is computed
+and waited for just before its first reader, whether or not ``async_op`` asks DTensor to wait at the first
+use (tensor parallelism's output hooks do), so what the trace computes in between overlaps with the
+communication, as in Inductor's schedule; and sums that are all started before any of them is read (a
+MoE's shared and routed experts) are one collective of the tensors flattened together, as DDP buckets
+gradients: on a decode step a sum costs the collective's latency, not its bytes. Each element is summed
+over the same ranks either way.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ import torch
 import torch.nn.functional as F
 from thunder.core import dtypes
 from thunder.core.prims import PrimIDs
-from thunder.core.proxies import TensorProxy, variableify
+from thunder.core.proxies import AnyProxy, TensorProxy, variableify
 from thunder.core.trace import TraceProvenance, from_trace, tracectx
 from thunder.executors.torchex import ex as pytorchex
 from thunder.extend import FusionExecutor, ImplInfo, register_executor
@@ -49,7 +56,7 @@ from torch.distributed.tensor import Partial, Replicate, Shard
 
 from thunder_symbolic.dtensor_shapes import same_dims
 
-__all__ = ["FUSIBLE", "DTensorLocalExecutor", "executor", "through_dtensor"]
+__all__ = ["BUCKET_BYTES", "FUSIBLE", "DTensorLocalExecutor", "executor", "schedule", "through_dtensor"]
 
 
 def _local_tensor(d):
@@ -70,6 +77,19 @@ def _wait(t):
     return torch.ops._c10d_functional.wait_tensor(t)
 
 
+def _all_reduce_together(tensors, reduce_op: str, group_name: str):
+    """One sum over the ranks of ``tensors`` (of one dtype), flattened into one new tensor."""
+    flat = torch.cat([t.reshape(-1) for t in tensors])
+    return _all_reduce_in_place(flat, reduce_op, group_name), [t.shape for t in tensors]
+
+
+def _wait_together(started):
+    """The sums of :func:`_all_reduce_together`, shaped as its tensors (views of the summed tensor)."""
+    flat, shapes = started
+    parts = _wait(flat).split([shape.numel() for shape in shapes])
+    return tuple(part.view(shape) for part, shape in zip(parts, shapes))
+
+
 def _to(t, dtype: torch.dtype):
     return t.to(dtype)
 
@@ -80,6 +100,8 @@ _OPERATIONS: dict[str, Callable] = {
     "local_all_reduce": _all_reduce,
     "local_all_reduce_": _all_reduce_in_place,  # of a tensor no one else reads: no copy (Inductor's choice too)
     "local_wait": _wait,
+    "local_all_reduce_together": _all_reduce_together,
+    "local_wait_together": _wait_together,
     "local_linear": F.linear,
     "local_to": _to,
     "local_add": torch.add,
@@ -90,9 +112,17 @@ _OPERATIONS: dict[str, Callable] = {
     "local_silu": F.silu,
 }
 
+_STARTS = {"local_all_reduce", "local_all_reduce_"}
+_COMMUNICATION = _STARTS | {"local_wait", "local_all_reduce_together", "local_wait_together"}
+
 # The operators a fusing executor may take into its fusions (thunder's torch.compile executor): the
 # computations on local tensors (a fusion would wait for a sum where it starts).
-FUSIBLE = set(_OPERATIONS) - {"dtensor_local_tensor", "local_all_reduce", "local_all_reduce_", "local_wait"}
+FUSIBLE = set(_OPERATIONS) - {"dtensor_local_tensor"} - _COMMUNICATION
+
+# Sums over the ranks started together are one collective up to this many bytes in all, the size of DDP's
+# first gradient bucket: a larger sum costs its bytes more than a collective's latency, and the
+# communication of the first one started would no longer overlap with the work before the last one.
+BUCKET_BYTES = 1 << 20
 
 # The operators whose result is a new tensor: all but the unwrap, the in-place sum and Tensor.to (which
 # may return its input). A wait returns the sum's tensor, one the trace allocated (an in-place sum is
@@ -346,22 +376,129 @@ def _needed_as_dtensors(bound_symbols, writers: dict[int, Callable]) -> None:
                     changed = True
 
 
-def _wait_late(bound_symbols, wait) -> list:
+def schedule(trace):
+    """``trace``, an execution trace after every fusion pass, with its sums over the ranks placed (see the
+    module docstring): each started just after its operand is computed and waited for just before the
+    first bound symbol that reads it, and sums started before any of them is read started as one."""
+    bound_symbols = trace.bound_symbols
+    if not any(map(_is_start, bound_symbols)):
+        return trace
+    if any(b.sym.id == PrimIDs.DEL for b in bound_symbols):
+        return trace  # a del pins a tensor's last use where it is (thunder adds them after this pass)
+    scheduled = from_trace(trace)
+    with tracectx(scheduled):
+        scheduled.bound_symbols = _sum_together(_wait_late(_start_early(bound_symbols)))
+    scheduled.set_provenance(TraceProvenance("Sums over the ranks scheduled (thunder_symbolic)"))
+    return scheduled
+
+
+def _is_start(bsym) -> bool:
+    return bsym.sym.executor is executor and bsym.sym.name in _STARTS
+
+
+def _start_early(bound_symbols) -> list:
+    """The bound symbols with each sum started just after the one that computes its operand (a fusion pass
+    may have moved it down)."""
+    rest = [b for b in bound_symbols if not _is_start(b)]
+    producer = {out.name: i for i, b in enumerate(rest) for out in b.flat_proxy_outs}
+    after: dict[int, list] = {}  # by position in rest (-1: before all): the sums started there
+    for start in filter(_is_start, bound_symbols):
+        after.setdefault(producer.get(start.args[0].name, -1), []).append(start)
+    scheduled = list(after.get(-1, ()))
+    for i, bsym in enumerate(rest):
+        scheduled.append(bsym)
+        scheduled.extend(after.get(i, ()))
+    return scheduled
+
+
+def _wait_late(bound_symbols) -> list:
     """The bound symbols with each wait for a sum moved down to just before the first one that reads the sum
     (Inductor's schedule too): the bound symbols in between do not depend on it."""
-    scheduled, pending = [], {}
+    scheduled, pending = [], {}  # pending: the waits not placed yet, by the name of each sum they give
+
+    def place(wait) -> None:
+        for out in wait.flat_proxy_outs:
+            pending.pop(out.name, None)
+        scheduled.append(wait)
+
     for bsym in bound_symbols:
-        if bsym.sym is wait:
-            pending[bsym.output.name] = bsym
+        if bsym.sym.executor is executor and bsym.sym.name in ("local_wait", "local_wait_together"):
+            pending.update((out.name, bsym) for out in bsym.flat_proxy_outs)
             continue
         if bsym.sym.id == PrimIDs.RETURN:
-            scheduled.extend(pending.values())  # what nothing read waits before the trace returns
-            pending.clear()
+            while pending:  # what nothing read waits before the trace returns
+                place(next(iter(pending.values())))
         for p in bsym.flat_proxy_args:
-            if (ready := pending.pop(p.name, None)) is not None:
-                scheduled.append(ready)
+            if (ready := pending.get(p.name)) is not None:
+                place(ready)
         scheduled.append(bsym)
-    return scheduled + list(pending.values())
+    while pending:
+        place(next(iter(pending.values())))
+    return scheduled
+
+
+class _Bucket:
+    """Sums over the ranks that can be started as one: of one group, operation, dtype and device, each
+    operand unread since its sum was started, and no sum waited for yet."""
+
+    def __init__(self, start):
+        x, reduce_op, group_name = start.args
+        self.key = (reduce_op, group_name, x.dtype, x.device)
+        self.starts, self.bytes, self.names = [], 0, set()
+
+    def accepts(self, start) -> bool:
+        x, reduce_op, group_name = start.args
+        return (reduce_op, group_name, x.dtype, x.device) == self.key and self.bytes + _bytes(x) <= BUCKET_BYTES
+
+    def add(self, start) -> None:
+        self.starts.append(start)
+        self.bytes += _bytes(start.args[0])
+        self.names |= {start.args[0].name, start.output.name}
+
+    def blocked_by(self, bsym) -> bool:
+        """Whether ``bsym`` reads an operand or a sum of the bucket: no later sum joins it."""
+        return any(p.name in self.names for p in bsym.flat_proxy_args)
+
+
+def _bytes(t: TensorProxy) -> int:
+    """``t``'s size in bytes, from the sizes it was traced with (a performance choice: nothing depends on it)."""
+    numel = 1
+    for d in t.shape:
+        numel *= int(getattr(d, "value", d))
+    return numel * dtypes.to_torch_dtype(t.dtype).itemsize
+
+
+def _sum_together(bound_symbols) -> list:
+    """The bound symbols (waits placed late) with each bucket of two or more sums started as one collective
+    where its last sum was started, and waited for where its first sum was (inside a trace context)."""
+    buckets, bucket = [], None
+    for bsym in bound_symbols:
+        if _is_start(bsym):
+            if bucket is None or not bucket.accepts(bsym):
+                bucket = _Bucket(bsym)
+                buckets.append(bucket)
+            bucket.add(bsym)
+        elif bucket is not None and bucket.blocked_by(bsym):
+            bucket = None
+    wait_for = {w.args[0].name: w for w in bound_symbols if w.sym is executor.opmap["local_wait"]}
+    together = [b for b in buckets if len(b.starts) > 1 and all(s.output.name in wait_for for s in b.starts)]
+    position = {id(b): i for i, b in enumerate(bound_symbols)}
+    replacing: dict[int, Any] = {}  # by id of the bound symbol: the bound symbol in its place, None for none
+    for b in together:
+        waits = [wait_for[start.output.name] for start in b.starts]
+        handle = AnyProxy(None, prefix="sums")
+        reduce_op, group_name = b.starts[0].args[1:]
+        operands = tuple(start.args[0] for start in b.starts)
+        replacing |= dict.fromkeys(map(id, (*b.starts, *waits)))
+        replacing[id(b.starts[-1])] = executor.opmap["local_all_reduce_together"].bind(
+            operands, reduce_op, group_name, output=handle
+        )
+        first_wait = min(waits, key=lambda w: position[id(w)])
+        replacing[id(first_wait)] = executor.opmap["local_wait_together"].bind(
+            handle, output=tuple(w.output for w in waits)
+        )
+    kept = (replacing.get(id(b), b) for b in bound_symbols)
+    return [b for b in kept if b is not None]
 
 
 def _all_dtensors(*args, **kwargs) -> bool:
@@ -402,7 +539,7 @@ class DTensorLocalExecutor(FusionExecutor):
                     lowering.keep(bsym)
                 else:
                     write(lowering)
-        rewritten.bound_symbols = _wait_late(lowering.bound_symbols, self.opmap["local_wait"])
+        rewritten.bound_symbols = lowering.bound_symbols
         rewritten.set_provenance(TraceProvenance("DTensor operations on local tensors (thunder_symbolic)"))
         return rewritten
 

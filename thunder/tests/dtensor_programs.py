@@ -103,18 +103,39 @@ def partial_products(mesh):
     return f, [(torch.randn(n, 3, device=DEVICE),) for n in LENGTHS]
 
 
-def overlapped_sums(mesh):
-    """Two row-parallel products summed over the ranks and added (a MoE's shared and routed experts): the
-    second product does not need the first sum, so it is computed while that sum is communicated."""
-
+def _two_row_parallel_sums(mesh, features: int):
     def f(x, w1, w2):
         d = DTensor.from_local(x, mesh, [Shard(1)])
         first = F.linear(d, DTensor.from_local(w1, mesh, [Shard(1)])).redistribute(mesh, [Replicate()])
         second = F.linear(d, DTensor.from_local(w2, mesh, [Shard(1)])).redistribute(mesh, [Replicate()])
         return (first + second).to_local()
 
+    weights = [torch.randn(features, 4, device=DEVICE) for _ in range(2)]
+    return f, [(torch.randn(n, 4, device=DEVICE), *weights) for n in LENGTHS]
+
+
+def sums_together(mesh):
+    """Two row-parallel products summed over the ranks and added (a MoE's shared and routed experts): neither
+    sum is read before both are started, so they are one collective."""
+    return _two_row_parallel_sums(mesh, 6)
+
+
+def large_sums(mesh):
+    """The same with sums larger than a bucket (256 KiB a row): the first is started at once and the second
+    product computed while it is communicated."""
+    return _two_row_parallel_sums(mesh, 1 << 16)
+
+
+def overlapped_sum(mesh):
+    """A row-parallel product summed over the ranks while a product that does not need the sum is computed."""
+
+    def f(x, w1, w2):
+        d = DTensor.from_local(x, mesh, [Shard(1)])
+        summed = F.linear(d, DTensor.from_local(w1, mesh, [Shard(1)])).redistribute(mesh, [Replicate()])
+        return x @ w2 + summed.to_local() * 2
+
     return f, [
-        (torch.randn(n, 4, device=DEVICE), torch.randn(6, 4, device=DEVICE), torch.randn(6, 4, device=DEVICE))
+        (torch.randn(n, 4, device=DEVICE), torch.randn(6, 4, device=DEVICE), torch.randn(4, 6, device=DEVICE))
         for n in LENGTHS
     ]
 
@@ -268,7 +289,9 @@ CASES = {
     "linear_rowwise": linear_rowwise,
     "partial_sums": partial_sums,
     "partial_products": partial_products,
-    "overlapped_sums": overlapped_sums,
+    "sums_together": sums_together,
+    "large_sums": large_sums,
+    "overlapped_sum": overlapped_sum,
     "reshape_replicated": reshape_replicated,
     "broadcast_replicated": broadcast_replicated,
     "silu_sharded": silu_sharded,

@@ -22,6 +22,7 @@ from thunder_symbolic.patches import (
     core_utils,  # noqa: F401  thunder/core/utils.py
     dynamo_utils,  # noqa: F401  thunder/dynamo/utils.py
     executors_nvfuserex_impl,  # noqa: F401  thunder/executors/nvfuserex_impl.py
+    executors_passes,  # noqa: F401  thunder/executors/passes.py
     executors_pythonex,  # noqa: F401  thunder/executors/pythonex.py
     executors_torch_compile,  # noqa: F401  thunder/executors/torch_compile.py
     executors_torchex,  # noqa: F401  thunder/executors/torchex.py
