@@ -39,6 +39,7 @@ over the same ranks either way.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -414,27 +415,20 @@ def _start_early(bound_symbols) -> list:
 def _wait_late(bound_symbols) -> list:
     """The bound symbols with each wait for a sum moved down to just before the first one that reads the sum
     (Inductor's schedule too): the bound symbols in between do not depend on it."""
-    scheduled, pending = [], {}  # pending: the waits not placed yet, by the name of each sum they give
-
-    def place(wait) -> None:
-        for out in wait.flat_proxy_outs:
-            pending.pop(out.name, None)
-        scheduled.append(wait)
-
+    wait = executor.opmap["local_wait"]
+    scheduled, pending = [], {}
     for bsym in bound_symbols:
-        if bsym.sym.executor is executor and bsym.sym.name in ("local_wait", "local_wait_together"):
-            pending.update((out.name, bsym) for out in bsym.flat_proxy_outs)
+        if bsym.sym is wait:
+            pending[bsym.output.name] = bsym
             continue
         if bsym.sym.id == PrimIDs.RETURN:
-            while pending:  # what nothing read waits before the trace returns
-                place(next(iter(pending.values())))
+            scheduled.extend(pending.values())  # what nothing read waits before the trace returns
+            pending.clear()
         for p in bsym.flat_proxy_args:
-            if (ready := pending.get(p.name)) is not None:
-                place(ready)
+            if (ready := pending.pop(p.name, None)) is not None:
+                scheduled.append(ready)
         scheduled.append(bsym)
-    while pending:
-        place(next(iter(pending.values())))
-    return scheduled
+    return scheduled + list(pending.values())
 
 
 class _Bucket:
@@ -442,13 +436,16 @@ class _Bucket:
     operand unread since its sum was started, and no sum waited for yet."""
 
     def __init__(self, start):
-        x, reduce_op, group_name = start.args
-        self.key = (reduce_op, group_name, x.dtype, x.device)
+        self.key = self._key(start)
         self.starts, self.bytes, self.names = [], 0, set()
 
-    def accepts(self, start) -> bool:
+    @staticmethod
+    def _key(start) -> tuple:
         x, reduce_op, group_name = start.args
-        return (reduce_op, group_name, x.dtype, x.device) == self.key and self.bytes + _bytes(x) <= BUCKET_BYTES
+        return reduce_op, group_name, x.dtype, x.device
+
+    def accepts(self, start) -> bool:
+        return self._key(start) == self.key and self.bytes + _bytes(start.args[0]) <= BUCKET_BYTES
 
     def add(self, start) -> None:
         self.starts.append(start)
@@ -462,10 +459,7 @@ class _Bucket:
 
 def _bytes(t: TensorProxy) -> int:
     """``t``'s size in bytes, from the sizes it was traced with (a performance choice: nothing depends on it)."""
-    numel = 1
-    for d in t.shape:
-        numel *= int(getattr(d, "value", d))
-    return numel * dtypes.to_torch_dtype(t.dtype).itemsize
+    return math.prod(int(getattr(d, "value", d)) for d in t.shape) * dtypes.to_torch_dtype(t.dtype).itemsize
 
 
 def _sum_together(bound_symbols) -> list:
