@@ -11,8 +11,10 @@ export TORCH
 venv:
 	./scripts/venv.sh
 
+# On every core (pytest-xdist): one test module per unit of work, so that a module's shared launch (the
+# DTensor programs' torchrun) runs once; conftest.py hands out the longest modules first.
 test: venv
-	$(PY) -m pytest
+	$(PY) -m pytest --numprocesses auto --dist loadscope --no-loadscope-reorder
 
 # The main job: tensor-parallel inference on CPU over 2 ranks, constant vs symbolic values.
 bench: venv
