@@ -671,6 +671,23 @@ def memory_stats(device: torch.device) -> dict[str, float]:
     return {"peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
 
 
+def start_inductor(runs, device: torch.device) -> float | None:
+    """Pay Inductor's once-per-process start-up before any mode is timed, and return its seconds: its modules'
+    import and, on CPU, the probe of the vector instruction sets (a C++ build and a Python subprocess per set,
+    about 10 s on 2 cores). The first mode to compile through Inductor (inductor, or thunderfx's regions left
+    to PyTorch) would otherwise pay it in its time to first token, which would then depend on the modes' order."""
+    if not any(mode in ("inductor", "thunder") for mode, _ in runs):
+        return None
+    began = time.perf_counter()
+    import torch._inductor.compile_fx  # noqa: F401
+
+    if device.type == "cpu":
+        from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+        pick_vec_isa()
+    return time.perf_counter() - began
+
+
 def run_one(args, config, ctx: Dist, device: torch.device, mode: str, cache: str | None) -> dict[str, Any]:
     from torch._dynamo.utils import counters
 
@@ -808,6 +825,8 @@ def print_report(report: dict[str, Any]) -> None:
         f"batch {cfg['batch_size']}, input {cfg['input_length']}, output {cfg['output_length']}, "
         f"KV cache {cfg['kv_cache']}, MoE {MOE_KIND[cfg['disable_moe_replacement']]} ==="
     )
+    if report["inductor_start_up_s"] is not None:
+        print(f"Inductor's start-up, paid once before any mode is timed: {report['inductor_start_up_s']:.1f} s")
     for run in report["runs"]:
         m, c, mem = run["metrics"], run["compile"], run["memory"]
         v = run["verify"]
@@ -893,10 +912,12 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"benchmark_inference.py: {reason}")
         torch.manual_seed(args.seed)
         config = load_config(args)
+        inductor_start_up_s = start_inductor(args.runs, device)
         runs = [run_one(args, config, ctx, device, mode, cache) for mode, cache in args.runs]
         report = {
             "config": {**{k: v for k, v in vars(args).items()}, "world_size": ctx.world_size, "device": str(device)},
             "versions": versions(),
+            "inductor_start_up_s": inductor_start_up_s,
             "runs": runs,
             "comparison": comparison(runs),
         }
