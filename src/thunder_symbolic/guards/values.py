@@ -251,9 +251,13 @@ class ValueGuards:
             return None
         return (check_python_values, tuple(check for _, check in self.checks), *(p for p, _ in self.checks))
 
-    def guard(self, value: Any, record: ProvenanceRecord, where: str) -> tuple[str, int, str, str] | None:
+    def guard(
+        self, value: Any, record: ProvenanceRecord, where: Callable[[], str]
+    ) -> tuple[str, int, str, str] | None:
         """The (kind, id of the expected object, condition, where) to check for ``value`` read through
-        ``record``, once per path (the caller records it with :meth:`check`)."""
+        ``record``, once per path (the caller records it with :meth:`check`). ``where`` is asked only for a
+        check: finding the source line for every value the interpreter wraps took about a second of a
+        model's compile."""
         if isinstance(value, types.ModuleType):
             self.python_modules.add(id(record))  # library attributes (torch.relu) are not arguments: not checked
             return None
@@ -272,7 +276,9 @@ class ValueGuards:
         kind, expected = found
         _expected[id(expected)] = expected
         # Arguments are read as the call starts, inside thunder: name them; other values where they are read.
-        at = f"argument {shown.partition('[')[0].partition('.')[0]}" if where.startswith("interpreter.py") else where
+        at = where()
+        if at.startswith("interpreter.py"):
+            at = f"argument {shown.partition('[')[0].partition('.')[0]}"
         return kind, id(expected), render(kind, expected, shown), at
 
     def watch_copy(self, container: Any, stand_in: Any) -> None:

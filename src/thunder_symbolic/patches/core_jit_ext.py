@@ -329,7 +329,7 @@ def _general_jit_callbacks(original):
         read = value_guards.current()
         if read is not None and not isinstance(result, INTERPRETER_SIGNALS):  # (a sharp edge returns the value)
             uvalue = value.value
-            found = read.guard(uvalue, value.provenance, guard_recorder.source_location())
+            found = read.guard(uvalue, value.provenance, guard_recorder.source_location)
             if found is not None:
                 read.check(AnyProxy(uvalue, history=value.provenance), found)
                 if type(uvalue) in (tuple, list, dict) and value.original_value is value.nothing:
