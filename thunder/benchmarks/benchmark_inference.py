@@ -674,7 +674,7 @@ def memory_stats(device: torch.device) -> dict[str, float]:
 def start_inductor(runs, device: torch.device) -> float | None:
     """Pay Inductor's once-per-process start-up before any mode is timed, and return its seconds: its modules'
     import and, on CPU, the probe of the vector instruction sets (a C++ build and a Python subprocess per set,
-    about 10 s on 2 cores). The first mode to compile through Inductor (inductor, or thunderfx's regions left
+    12-17 s on 2 cores). The first mode to compile through Inductor (inductor, or thunderfx's regions left
     to PyTorch) would otherwise pay it in its time to first token, which would then depend on the modes' order."""
     if not any(mode in ("inductor", "thunder") for mode, _ in runs):
         return None
