@@ -688,6 +688,17 @@ def start_inductor(runs, device: torch.device) -> float | None:
     return time.perf_counter() - began
 
 
+def inductor_cache_use(counters) -> dict[str, int]:
+    """Hits and misses of Inductor's on-disk FX-graph cache during one mode (the inductor mode's graphs, and
+    thunderfx's regions left to PyTorch): once a machine has run a model, Inductor's first token measures
+    loading its compiled graphs, while thunder compiles its programs in every process."""
+    inductor = counters["inductor"]
+    return {
+        "inductor_cache_hits": inductor["fxgraph_cache_hit"],
+        "inductor_cache_misses": inductor["fxgraph_cache_miss"] + inductor["fxgraph_cache_bypass"],
+    }
+
+
 def run_one(args, config, ctx: Dist, device: torch.device, mode: str, cache: str | None) -> dict[str, Any]:
     from torch._dynamo.utils import counters
 
@@ -744,6 +755,7 @@ def run_one(args, config, ctx: Dist, device: torch.device, mode: str, cache: str
         "compiling_calls": runner.counter.compiling_calls,
         "compile_time_s": runner.counter.compile_time_s,
         "first_iteration_s": first_iteration_s,
+        **inductor_cache_use(counters),
     }
     # The compiled model must compute what the eager model computes: same weights, same prompt, and the
     # eager model's tokens fed to both (bf16 near-ties would otherwise make greedy choices diverge).
@@ -794,7 +806,8 @@ def run_name(run: dict[str, Any]) -> str:
 
 def comparison(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per run: TBOT and its ratio to eager's and inductor's (when run), the main thread's CPU time
-    per token, time to first token with compiling, recompiles and thunder regions per decode step."""
+    per token, time to first token with compiling (and whether Inductor's on-disk cache served it), recompiles
+    and thunder regions per decode step."""
     tbot = {run["mode"]: run["metrics"]["tbot_ms"] for run in runs if run["mode"] in ("eager", "inductor")}
     rows = []
     for run in runs:
@@ -810,6 +823,8 @@ def comparison(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "decode_tokens_per_s": m["decode_throughput_tokens_per_s"],
                 "first_token_s": c["first_token_s"],
                 "compile_time_s": c["compile_time_s"],
+                "inductor_cache_hits": c["inductor_cache_hits"],
+                "inductor_cache_misses": c["inductor_cache_misses"],
                 "recompiles_later_decode": c["recompiles_later_decode"],
                 "thunder_regions_per_decode_step": c["thunder_regions_per_decode_step"],
                 "matches_eager": run["verify"]["matches_eager"],
@@ -862,7 +877,8 @@ def print_report(report: dict[str, Any]) -> None:
         )
         print(
             f"  compiling: {c['compile_time_s']:.1f} s in {c['compiling_calls']} calls; first token "
-            f"{c['first_token_s']:.1f} s, first iteration {c['first_iteration_s']:.1f} s"
+            f"{c['first_token_s']:.1f} s, first iteration {c['first_iteration_s']:.1f} s; Inductor's FX-graph cache: "
+            f"{c['inductor_cache_hits']} hits, {c['inductor_cache_misses']} misses"
         )
         if run["mode"] in THUNDER_MODES:
             print(f"  thunder regions per decode step: {c['thunder_regions_per_decode_step']}")
@@ -897,6 +913,12 @@ def print_report(report: dict[str, Any]) -> None:
                 f"{row['recompiles_later_decode']:>25} {row['thunder_regions_per_decode_step']:>12} "
                 f"{row['matches_eager']!s:>7}"
             )
+        for row in report["comparison"]:
+            if row["inductor_cache_hits"]:
+                print(
+                    f"  {row['run']}: {row['inductor_cache_hits']} of its Inductor graphs came from Inductor's "
+                    f"on-disk cache ({row['inductor_cache_misses']} compiled): its first token loaded them"
+                )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "benchmark_infe
 CONSTANT, SYMBOLIC = "constant values", "symbolic values"
 
 
-def run_benchmark(tmp_path, *flags, nproc=2):
+def run_benchmark(tmp_path, *flags, nproc=2, env=None):
     code = f"""
     import sys
     sys.argv = ["benchmark_inference.py", *{list(flags)!r}, "--save-results", "--output-dir", {str(tmp_path)!r}]
@@ -22,7 +22,7 @@ def run_benchmark(tmp_path, *flags, nproc=2):
     import benchmark_inference
     sys.exit(benchmark_inference.main())
     """
-    result = run_torchrun(code, nproc=nproc, timeout=900)
+    result = run_torchrun(code, nproc=nproc, timeout=900, env=env)
     assert result.returncode == 0, result.stderr[-4000:]
     (report,) = tmp_path.glob("inference_*.json")
     return json.loads(report.read_text()), result
@@ -33,6 +33,7 @@ def test_symbolic_values_never_recompile_in_later_decode(tmp_path):
     report, result = run_benchmark(
         tmp_path, "--compare-modes", "eager,thunder", "--num-layers", "2", "--output-length", "5",
         "--num-iterations", "1", "--warmup-iterations", "0",
+        env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")},  # empty: Inductor compiles (misses)
     )
     runs = {run["thunder_cache"]: run for run in report["runs"] if run["mode"] == "thunder"}
     assert report["config"]["world_size"] == 2 and report["config"]["kv_cache"] == "dynamic"
@@ -44,6 +45,10 @@ def test_symbolic_values_never_recompile_in_later_decode(tmp_path):
     assert "recompiles excluding initial" in result.stdout
     # Inductor's once-per-process start-up (thunderfx leaves regions to it) is paid before any mode is timed.
     assert report["inductor_start_up_s"] > 0 and "Inductor's start-up, paid once" in result.stdout
+    # Whether Inductor's on-disk cache served a mode's graphs: the first thunder run finds it empty.
+    first = report["runs"][1]["compile"]
+    assert first["inductor_cache_hits"] == 0 and first["inductor_cache_misses"] > 0
+    assert "Inductor's FX-graph cache: 0 hits" in result.stdout
     # One table: each run's TBOT against eager's, the thunder regions a decode step runs, why graphs split.
     rows = {row["run"]: row for row in report["comparison"]}
     assert rows["eager"]["tbot_vs_eager"] == 1.0 and rows["eager"]["tbot_vs_inductor"] is None
