@@ -45,10 +45,10 @@ def test_symbolic_values_never_recompile_in_later_decode(tmp_path):
     assert "recompiles excluding initial" in result.stdout
     # Inductor's once-per-process start-up (thunderfx leaves regions to it) is paid before any mode is timed.
     assert report["inductor_start_up_s"] > 0 and "Inductor's start-up, paid once" in result.stdout
-    # Whether Inductor's on-disk cache served a mode's graphs: the first thunder run finds it empty.
-    first = report["runs"][1]["compile"]
-    assert first["inductor_cache_hits"] == 0 and first["inductor_cache_misses"] > 0
-    assert "Inductor's FX-graph cache: 0 hits" in result.stdout
+    # Whether Inductor's on-disk cache served a mode's graphs: the first thunder run finds it empty and compiles
+    # (a graph it compiled twice is a hit the second time).
+    assert report["runs"][1]["compile"]["inductor_cache_misses"] > 0
+    assert "Inductor's FX-graph cache: " in result.stdout
     # One table: each run's TBOT against eager's, the thunder regions a decode step runs, why graphs split.
     rows = {row["run"]: row for row in report["comparison"]}
     assert rows["eager"]["tbot_vs_eager"] == 1.0 and rows["eager"]["tbot_vs_inductor"] is None
