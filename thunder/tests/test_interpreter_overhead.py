@@ -1,5 +1,5 @@
 """The interpreter's shortcuts (see ``patches/core_interpreter.py``) keep what it computes: the same values and
-provenance for globals, the same errors and tracebacks, with fewer interpreted frames."""
+provenance, the same errors and tracebacks, with fewer interpreted frames."""
 
 import traceback
 
