@@ -913,13 +913,6 @@ def print_report(report: dict[str, Any]) -> None:
                 f"{row['recompiles_later_decode']:>25} {row['thunder_regions_per_decode_step']:>12} "
                 f"{row['matches_eager']!s:>7}"
             )
-        for row in report["comparison"]:
-            if row["inductor_cache_hits"]:
-                total = row["inductor_cache_hits"] + row["inductor_cache_misses"]
-                print(
-                    f"  {row['run']}: {row['inductor_cache_hits']} of its {total} Inductor graphs were loaded from "
-                    "Inductor's on-disk cache, not compiled"
-                )
 
 
 def main(argv: list[str] | None = None) -> int:

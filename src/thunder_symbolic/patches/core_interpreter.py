@@ -108,7 +108,7 @@ def _subscript_lookaside(container: object, key: object):
     if not (isinstance(container, WrappedValue) and isinstance(key, WrappedValue)):
         return None
     ctype = type(container.value)
-    if _PLAIN_KEYS.get(ctype) is not type(key.value) or container.item_wrappers is None:
+    if _PLAIN_KEYS.get(ctype) is not type(key.value):
         return None
     ctx = get_interpretercompilectx()
     if not ctx._with_provenance_tracking:
