@@ -1,11 +1,12 @@
 """The patch registry: every change this package makes to thunder is a :class:`Patch` listed here.
 
-A patch names its upstream target (``"module:attribute"``, ``"module:Class.attribute"`` or, for one of
-thunder's symbols, ``"module:symbol.meta"``), what it changes, why, and the upstream issue or pull
-request it concerns. Applying a patch replaces the target
+A patch names its upstream target (``"module:attribute"``, ``"module:Class.attribute"``, for one of
+thunder's symbols ``"module:symbol.meta"``, or through a table, ``"module:ex.opmap[name].meta"``), what it
+changes, why, and the upstream issue or pull request it concerns. Applying a patch replaces the target
 *and every other module-level binding of the same object*: thunder modules bind names with
 ``from ... import ...``, so setting the attribute on its home module alone would leave stale copies
-behind. Patches whose module is not imported yet are applied by a post-import hook when it is.
+behind. Patches whose module is not imported yet are applied by a post-import hook when it is (or when
+the module named by ``after`` is, for a target that another module's import fills in).
 
 A few changes cannot wait for the import: on newer torch, thunder's modules fail *while they execute*
 (a table naming a torch method that was removed). An :class:`ImportPatch` is a context manager that
@@ -56,6 +57,7 @@ class Patch:
     adds: bool = False  # True: the target does not exist upstream (make receives None; revert deletes it)
     requires: str = ""  # what the target module needs to be importable at all, when not every machine has it
     available: Callable[[], bool] | None = None  # whether this process has it
+    after: str = ""  # a module whose import creates the target (applied when both are imported)
 
     def is_available(self) -> bool:
         return self.available is None or self.available()
@@ -63,6 +65,11 @@ class Patch:
     @property
     def module_name(self) -> str:
         return self.target.partition(":")[0]
+
+    @property
+    def trigger_module(self) -> str:
+        """The module whose import applies the patch."""
+        return self.after or self.module_name
 
     @property
     def attribute_path(self) -> list[str]:
@@ -100,12 +107,14 @@ def patch(
     requires: str = "",
     available: Callable[[], bool] | None = None,
     adds: bool = False,
+    after: str = "",
 ):
     """Register the decorated factory ``make(original) -> replacement`` as the patch of ``target``.
 
     ``requires``/``available`` describe a target module that only some machines can import (nvFuser's
     executor needs a GPU): its patch waits for the import like any other, and the status report says why
-    it never comes.
+    it never comes. ``after`` names the module whose import creates the target, when that is not the
+    target's module (thunder.torch registers the torch executor's operators of its fallback ops).
     """
     if target.count(":") != 1:
         raise ValueError(f"patch target must be 'module:attribute', got {target!r}")
@@ -113,7 +122,7 @@ def patch(
     def register(make: Callable[[Any], Any]) -> Callable[[Any], Any]:
         if any(p.target == target for p in _registry):
             raise ValueError(f"{target} is patched twice")
-        _registry.append(Patch(target, summary, why, upstream, make, replaces, adds, requires, available))
+        _registry.append(Patch(target, summary, why, upstream, make, replaces, adds, requires, available, after))
         return make
 
     return register
@@ -135,7 +144,10 @@ def _resolve_owner(p: Patch, module: Any) -> tuple[Any, str]:
     owner = module
     *path, attribute = p.attribute_path
     for name in path:
+        name, _, key = name.partition("[")
         owner = getattr(owner, name)
+        if key:
+            owner = owner[key.removesuffix("]")]
     return owner, attribute
 
 
@@ -170,12 +182,12 @@ def _module_holders(originals: dict[int, AppliedPatch]) -> None:
 
 
 def _apply_module(module_name: str) -> None:
-    module = sys.modules[module_name]
+    """Apply the patches that ``module_name``'s import triggers."""
     fresh: dict[int, AppliedPatch] = {}
     for p in _registry:
-        if p.module_name != module_name:
+        if p.trigger_module != module_name:
             continue
-        owner, attribute = _resolve_owner(p, module)
+        owner, attribute = _resolve_owner(p, sys.modules[p.module_name])
         if p.adds:
             if hasattr(owner, attribute):
                 raise RuntimeError(f"{p.target} exists upstream now: the patch that adds it must become a wrapper")
@@ -206,7 +218,7 @@ def apply_all() -> None:
     if _active:
         return
     _active = True
-    for module_name in dict.fromkeys(p.module_name for p in _registry):
+    for module_name in dict.fromkeys(p.trigger_module for p in _registry):
         _pending.add(module_name)
         if module_name in sys.modules:
             _apply_module(module_name)
@@ -238,7 +250,7 @@ def is_active() -> bool:
 def import_target_modules() -> None:
     """Import every module a patch targets that this process can import (the tests use it to check that
     no stale binding is left)."""
-    for module_name in dict.fromkeys(p.module_name for p in _registry if p.is_available()):
+    for module_name in dict.fromkeys(p.trigger_module for p in _registry if p.is_available()):
         importlib.import_module(module_name)
 
 

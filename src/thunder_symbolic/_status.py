@@ -65,7 +65,7 @@ def status() -> Status:
     for p in _registry.registered_patches():
         if p.target in applied:
             state = "applied"
-        elif _registry.is_active() and p.module_name in pending:
+        elif _registry.is_active() and p.trigger_module in pending:
             state = "pending import" if p.is_available() else f"unavailable: {p.requires}"
         else:
             state = "not applied"

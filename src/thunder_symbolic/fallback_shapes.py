@@ -1,20 +1,27 @@
-"""Symbolic output shapes of fallback ("auto-registered") torch ops.
+"""Symbolic output shapes of fallback ("auto-registered") torch ops, and their gradients.
 
 thunder runs an op it has no rule for on fake tensors built from the traced sizes, so under symbolic values
 every size such an op sees is pinned. For the ops here the output shape follows from the inputs' shapes
 and arguments; ``patches.torch_init`` gives their results these shapes (checked against the fake run),
 and ``patches.dynamo_utils`` keeps them in thunder's programs under thunderfx, which otherwise leaves
 every fallback op to PyTorch and splits the graph around it.
+
+A fallback op's backward is the same kind of fake run (of ``torch.autograd.functional.vjp``): it pinned
+the sizes again while the backward was built, one compile per size in grad mode. The grad rules here
+compute the gradients with thunder's operations on the symbolic sizes instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from thunder.core import utils
+from thunder.core import prims, utils
+from thunder.core.prims import get_grad, put_grad
 from thunder.core.proxies import TensorProxy
+from thunder.core.pytree import tree_flatten
+from thunder.core.utils import const_as
 
-from thunder_symbolic.guards.algebra import provably_equal
+from thunder_symbolic.grad_rules import grad_rule
 from thunder_symbolic.guards.recorder import python_value
 
 __all__ = ["RULES", "torch_functions"]
@@ -36,6 +43,10 @@ def _new_full(a, size, fill_value, **kwargs):
     return list(size)
 
 
+def _same_shape(a):
+    return list(a.shape)
+
+
 def _view_as_complex(a):
     return list(a.shape[:-1])
 
@@ -44,9 +55,13 @@ def _view_as_real(a):
     return [*a.shape, 2]
 
 
+def _same_shapes(a, b) -> bool:
+    """Whether ``a`` and ``b`` have the same shape (guarded: a call where they broadcast compiles anew)."""
+    return len(a.shape) == len(b.shape) and all(x == y for x, y in zip(a.shape, b.shape))
+
+
 def _polar(magnitude, angle):
-    same = len(magnitude.shape) == len(angle.shape) and all(map(provably_equal, magnitude.shape, angle.shape))
-    return list(magnitude.shape) if same else NotImplemented  # broadcasting: the fake run decides
+    return list(magnitude.shape) if _same_shapes(magnitude, angle) else NotImplemented  # broadcasting: fake run
 
 
 # By thunder.torch symbol name: the output shape of a call, or NotImplemented where the fake run decides.
@@ -56,10 +71,112 @@ RULES: dict[str, Callable] = {
     "new_ones": _new_tensor,
     "new_empty": _new_tensor,
     "new_full": _new_full,
+    "conj": _same_shape,
+    "conj_physical": _same_shape,
+    "resolve_conj": _same_shape,
     "view_as_complex": _view_as_complex,
     "view_as_real": _view_as_real,
     "polar": _polar,
 }
+
+
+def _symbol(name: str):
+    import thunder.torch as ltorch
+
+    return getattr(ltorch, name)
+
+
+def _fake_run_grad(name: str, *args, **kwargs):
+    """thunder's own gradient of a fallback op (the fake run of its vjp, which pins the sizes it sees)."""
+    from thunder.core.transforms import augmented_forward_impls, backward_impls
+
+    symbol_id = _symbol(name).id
+    (result,), saved = augmented_forward_impls[symbol_id](*args, **kwargs)
+    grads = backward_impls[symbol_id](*saved, get_grad(result))
+    for arg, grad in zip(tree_flatten(args)[0], tree_flatten(grads)[0]):
+        if isinstance(arg, TensorProxy) and grad is not None:
+            put_grad(arg, grad)
+    return result
+
+
+def _no_gradient(name: str) -> Callable:
+    def rule(a, *args, **kwargs):
+        """A new tensor: only ``a``'s dtype and device are read, so ``a`` gets no gradient (as in PyTorch)."""
+        return _symbol(name)(a, *args, **kwargs)
+
+    return rule
+
+
+for _name in ("new_zeros", "new_ones", "new_empty", "new_full"):
+    grad_rule(f"Tensor.{_name}")(_no_gradient(_name))
+
+
+@grad_rule("torch.narrow")
+def _narrow_grad(a, dim, start, length):
+    """The narrowed part's gradient padded back to ``a``'s length along ``dim``."""
+    result = _symbol("narrow")(a, dim, start, length)
+    g = get_grad(result)
+    dim = utils.canonicalize_dim(a.ndim, dim)
+    start = start if start >= 0 else start + a.shape[dim]
+    padding = [(0, 0, 0)] * a.ndim
+    padding[dim] = (start, a.shape[dim] - start - length, 0)
+    put_grad(a, prims.pad(g, const_as(0, g.dtype), tuple(padding)))
+    return result
+
+
+def _conjugate_grad(name: str) -> Callable:
+    def rule(a):
+        """PyTorch's rule: the gradient's conjugate, materialized (a lazily conjugated gradient reached
+        ``view_as_real`` unresolved in the torch.compile executor's graphs)."""
+        result = _symbol(name)(a)
+        put_grad(a, _symbol("conj_physical")(get_grad(result)))
+        return result
+
+    return rule
+
+
+for _name in ("conj", "conj_physical"):
+    grad_rule(f"torch.{_name}")(_conjugate_grad(_name))
+del _name
+
+
+@grad_rule("torch.resolve_conj")
+def _resolve_conj_grad(a):
+    """The same values: the gradient passes through."""
+    result = _symbol("resolve_conj")(a)
+    put_grad(a, get_grad(result))
+    return result
+
+
+@grad_rule("torch.view_as_real")
+def _view_as_real_grad(a):
+    """PyTorch's rule: the real view's gradient, viewed as complex."""
+    result = _symbol("view_as_real")(a)
+    put_grad(a, _symbol("view_as_complex")(_symbol("contiguous")(get_grad(result))))
+    return result
+
+
+@grad_rule("torch.view_as_complex")
+def _view_as_complex_grad(a):
+    """PyTorch's rule: the complex view's gradient, viewed as real."""
+    result = _symbol("view_as_complex")(a)
+    put_grad(a, _symbol("view_as_real")(_symbol("resolve_conj")(_symbol("contiguous")(get_grad(result)))))
+    return result
+
+
+@grad_rule("torch.polar")
+def _polar_grad(magnitude, angle):
+    """PyTorch's rule (``polar_backward``) in real arithmetic: for the gradient ``g = re + i im``,
+    ``real(conj(g) * sgn(result))`` and ``real(conj(g) * result * 1j)``."""
+    if not _same_shapes(magnitude, angle):
+        return _fake_run_grad("polar", magnitude, angle)
+    result = _symbol("polar")(magnitude, angle)
+    g = get_grad(result)
+    re, im = _symbol("real")(g), _symbol("imag")(g)
+    cos, sin = _symbol("cos")(angle), _symbol("sin")(angle)
+    put_grad(magnitude, _symbol("sign")(magnitude) * (re * cos + im * sin))
+    put_grad(angle, magnitude * (im * cos - re * sin))
+    return result
 
 
 def torch_functions() -> dict[Callable, object]:

@@ -98,6 +98,7 @@ STRAIGHT = [
     "y = y * 2 if color is Color.RED else y - 1",
     "y = y * G[0] * len(G)",
     "y = y if M.scale is None else y * M.scale",
+    "y = y * sum(*(sizes,)) + pow(*(G[0], 2))",
 ]
 # (statement, what it reads of a symbolic number's value): Python looks at the number (text, an index, a
 # fallback op's fake run, the type of a mixed max), so the value read is pinned and belongs to the path.

@@ -133,4 +133,14 @@ for _name, _rule in fallback_shapes.RULES.items():
         ),
         upstream="Lightning-AI/lightning-thunder#463",
     )(_replacing_under_symbolic_values(_shape_rule(_rule)))
+    patch(
+        f"thunder.executors.torchex:ex.opmap[{_name}].meta",
+        after="thunder.torch",
+        summary=f"the torch executor's {_name} operator gets the symbol's symbolic output shape",
+        why=(
+            "The executor pass re-runs the operator's own fake run (not the symbol's meta): in grad mode, where "
+            f"it runs while the backward is watched, it pinned the sizes of `{_name}`'s inputs again."
+        ),
+        upstream="Lightning-AI/lightning-thunder#463",
+    )(_replacing_under_symbolic_values(_shape_rule(_rule)))
 del _name, _rule, _symbolic
