@@ -34,6 +34,10 @@ def check_gradients(fn, shapes, *, compiles, parameters=(), **jit_options):
     return jf
 
 
+def _complex_pairs(x):
+    return torch.view_as_complex(x.reshape(x.shape[0], -1, 2))
+
+
 GRADIENT_PROGRAMS = {
     # 0.2.6's slice rule baked its pad widths in, and its cat rule could not be built from symbolic
     # sizes: each of these needed one program per input shape.
@@ -61,6 +65,12 @@ GRADIENT_PROGRAMS = {
     .flatten(1)
     .sin(),
     "polar": lambda x: torch.view_as_real(torch.polar(x.abs(), x)).sum(-1),
+    # Complex products: 0.2.6's gradient of a product was the other factor's, not its conjugate's (either cache).
+    "complex rotary embedding": lambda x: torch.view_as_real(
+        _complex_pairs(x) * torch.polar(torch.ones(x.shape[1] // 2), torch.arange(x.shape[1] // 2) * 0.5)
+    ).flatten(1),
+    "complex square": lambda x: torch.view_as_real(_complex_pairs(x) * _complex_pairs(x)).flatten(1),
+    "complex times its conjugate": lambda x: torch.view_as_real(_complex_pairs(x).conj() * _complex_pairs(x) * 2j),
 }
 
 

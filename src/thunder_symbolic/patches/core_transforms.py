@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from thunder.core import prims
+from thunder.core import dtypes, prims
 from thunder.core.prims import PrimIDs, get_grad, put_grad
+from thunder.core.proxies import TensorProxy
+from thunder.core.transforms import put_grads
 from thunder.core.utils import const_as
 
 from thunder_symbolic._registry import patch
@@ -51,6 +53,25 @@ def _cat_grad(tensors, dim):
     return result
 
 
+def _conjugate(factor):
+    if isinstance(factor, TensorProxy):
+        import thunder.torch as ltorch
+
+        return ltorch.conj_physical(factor) if dtypes.is_complex_dtype(factor.dtype) else factor
+    return factor.conjugate() if isinstance(factor, complex) else factor
+
+
+@grad_rule(PrimIDs.MUL)
+def _mul_grad(a, b):
+    """PyTorch's rule: each factor's gradient is the product's gradient times the *conjugate* of the other
+    factor. 0.2.6 multiplies by the factor itself, wrong for complex numbers: the gradients of Llama 4's
+    complex rotary embedding differed from eager's under either cache option. For real factors it is the same."""
+    result = prims.mul(a, b)
+    g = get_grad(result)
+    put_grads((a, b), (g * _conjugate(b), g * _conjugate(a)))
+    return result
+
+
 @grad_rule(PrimIDs._GROUPED_MM)
 def _grouped_mm_grad(a, b, offsets):
     """The gradients of a grouped matmul of rows grouped by ``offsets`` (2-D ``a``) with one matrix per
@@ -71,15 +92,20 @@ def _grouped_mm_grad(a, b, offsets):
 @patch(
     "thunder.core.transforms:_grad_fn_map",
     summary=(
-        "grad rules of thunder_symbolic.grad_rules: slice and cat keep symbolic sizes symbolic; _grouped_mm "
-        "and the DTensor prims of tensor parallelism (thunder_symbolic.dtensor_grads) get rules"
+        "grad rules of thunder_symbolic.grad_rules: slice, cat and the fallback ops of "
+        "thunder_symbolic.fallback_shapes keep symbolic sizes symbolic; a complex product's gradient is "
+        "conjugated; _grouped_mm and the DTensor prims of tensor parallelism (thunder_symbolic.dtensor_grads) "
+        "get rules"
     ),
     why=(
         "0.2.6's slice rule converts its pad widths to Python ints, baking the first input's sizes into "
         "the backward; its cat rule reads the gradient's length, a second proxy for the cat's dim, and "
         "the executor pass then failed ('Detected a cycle while swapping'). Under symbolic values both "
-        "backwards needed one program per input shape. 0.2.6 has no rule for _grouped_mm, from_local, "
-        "to_local, redistribute or a DTensor linear: MoE experts and tensor-parallel modules failed in grad mode."
+        "backwards needed one program per input shape, as did those of fallback ops (narrow, new_full, "
+        "view_as_complex...: a fake run of torch's vjp on the traced sizes). 0.2.6's product rule gives wrong "
+        "gradients for complex factors (Llama 4's rotary embedding), under either cache option. 0.2.6 has no "
+        "rule for _grouped_mm, from_local, to_local, redistribute or a DTensor linear: MoE experts and "
+        "tensor-parallel modules failed in grad mode."
     ),
     upstream="Lightning-AI/lightning-thunder#463",
 )
