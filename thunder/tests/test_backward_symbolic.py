@@ -11,6 +11,7 @@ from thunder.core.prims import PrimIDs
 
 import thunder
 import thunder_symbolic
+from thunder_symbolic import grad_rules
 from thunder_symbolic.validate import validate_traces_of
 
 SHAPES = [(6, 4), (9, 4), (7, 6), (6, 4), (11, 8)]  # 4 distinct shapes, odd and even row counts
@@ -74,6 +75,26 @@ GRADIENT_PROGRAMS = {
 }
 
 
+COMPLEX_GRADIENTS_THUNDER_GETS_WRONG = {
+    "DIV": lambda x: torch.view_as_real(_complex_pairs(x) / (_complex_pairs(x) + 2)),
+    "EXP": lambda x: torch.view_as_real(_complex_pairs(x).exp()),
+    "MATMUL": lambda x: torch.view_as_real(_complex_pairs(x).t() @ _complex_pairs(x)),
+    "SQRT": lambda x: torch.view_as_real(_complex_pairs(x).sqrt()),  # an augmented forward, not a grad rule
+}
+
+
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+@pytest.mark.parametrize("op", COMPLEX_GRADIENTS_THUNDER_GETS_WRONG)
+def test_a_gradient_thunder_gets_wrong_for_complex_tensors_is_refused(op, cache):
+    """0.2.6's rules never conjugate: these gradients differed from eager's, silently, under either cache."""
+    fn = COMPLEX_GRADIENTS_THUNDER_GETS_WRONG[op]
+    x = torch.randn(4, 6, requires_grad=True)
+    with pytest.raises(NotImplementedError, match=f"thunder's gradient of {op} is not the conjugate"):
+        thunder.jit(fn, cache=cache)(x)
+    with torch.no_grad():  # without a backward the forward is right, and runs
+        torch.testing.assert_close(thunder.jit(fn, cache=cache)(x), fn(x))
+
+
 @pytest.mark.parametrize("executor", ["torch", "torch.compile"])
 @pytest.mark.parametrize("name", GRADIENT_PROGRAMS)
 def test_gradients_equal_eager_across_shapes_from_one_program(name, executor):
@@ -101,12 +122,11 @@ def test_a_size_the_backward_reads_is_checked_after_the_prologue():
 @pytest.fixture
 def upstream_slice_rule():
     """thunder 0.2.6's own slice grad rule, which converts its pad widths to ints, for one test."""
-    rules = thunder.core.transforms._grad_fn_map
-    ours = rules.replacements.pop(PrimIDs.SLICE)
+    ours = grad_rules.rules().pop(PrimIDs.SLICE)
     try:
-        yield rules.table[PrimIDs.SLICE]
+        yield thunder.core.transforms._grad_fn_map[PrimIDs.SLICE]
     finally:
-        rules.replacements[PrimIDs.SLICE] = ours
+        grad_rules.rules()[PrimIDs.SLICE] = ours
 
 
 def test_a_size_baked_into_the_backward_is_pinned(upstream_slice_rule):
@@ -122,8 +142,7 @@ def test_a_backward_thunder_cannot_build_symbolically_is_compiled_with_exact_sha
             raise RuntimeError("this rule needs static shapes")
         return upstream_slice_rule(a, *args)
 
-    rules = thunder.core.transforms._grad_fn_map
-    rules.replacements[PrimIDs.SLICE] = rule_refusing_symbolic_sizes
+    grad_rules.rules()[PrimIDs.SLICE] = rule_refusing_symbolic_sizes
     check_gradients(GRADIENT_PROGRAMS["slice of half the rows"], SHAPES, compiles=len(set(SHAPES)))
 
 

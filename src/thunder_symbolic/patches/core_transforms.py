@@ -9,6 +9,7 @@ from thunder.core.transforms import put_grads
 from thunder.core.utils import const_as
 
 from thunder_symbolic._registry import patch
+from thunder_symbolic.complex_grads import RealOnlyRules
 from thunder_symbolic.grad_rules import GradRules, grad_rule, rules
 
 
@@ -94,8 +95,8 @@ def _grouped_mm_grad(a, b, offsets):
     summary=(
         "grad rules of thunder_symbolic.grad_rules: slice, cat and the fallback ops of "
         "thunder_symbolic.fallback_shapes keep symbolic sizes symbolic; a complex product's gradient is "
-        "conjugated; _grouped_mm and the DTensor prims of tensor parallelism (thunder_symbolic.dtensor_grads) "
-        "get rules"
+        "conjugated and the rules that are not right for complex tensors refuse them; _grouped_mm and the DTensor "
+        "prims of tensor parallelism (thunder_symbolic.dtensor_grads) get rules"
     ),
     why=(
         "0.2.6's slice rule converts its pad widths to Python ints, baking the first input's sizes into "
@@ -103,11 +104,24 @@ def _grouped_mm_grad(a, b, offsets):
         "the executor pass then failed ('Detected a cycle while swapping'). Under symbolic values both "
         "backwards needed one program per input shape, as did those of fallback ops (narrow, new_full, "
         "view_as_complex...: a fake run of torch's vjp on the traced sizes). 0.2.6's product rule gives wrong "
-        "gradients for complex factors (Llama 4's rotary embedding), under either cache option. 0.2.6 has no "
+        "gradients for complex factors (Llama 4's rotary embedding), under either cache option, as do its other "
+        "rules that are not linear (they now refuse complex tensors, thunder_symbolic.complex_grads). 0.2.6 has no "
         "rule for _grouped_mm, from_local, to_local, redistribute or a DTensor linear: MoE experts and "
         "tensor-parallel modules failed in grad mode."
     ),
     upstream="Lightning-AI/lightning-thunder#463",
 )
 def _grad_fn_map(original):
-    return GradRules(original, rules())
+    return RealOnlyRules(GradRules(original, rules()))
+
+
+@patch(
+    "thunder.core.transforms:augmented_forward_impls",
+    summary="thunder's augmented forwards (old-style grad rules) refuse complex tensors unless complex-safe",
+    why=(
+        "0.2.6's rules never conjugate: through sqrt, exp2, sinh... of a complex tensor its gradients differed "
+        "from eager's, silently (thunder_symbolic.complex_grads lists the rules that are right for them)."
+    ),
+)
+def _augmented_forward_impls(original):
+    return RealOnlyRules(original)
