@@ -8,7 +8,8 @@ the call — so every guard still runs on every call — then the computation an
 thunder's statistics. With several cached programs, the one that accepted the same argument sizes
 and numbers last time is tried first (:class:`DispatchHints`): a hint, never a proof, since its
 prologue runs in full; a function that cycles through a few sizes pays one prologue per call.
-Everything else takes thunder's own path: a miss (which compiles), programs with a backward (see
+Everything else takes thunder's own path: a miss (which compiles, with Python's cyclic collector
+paused: :mod:`thunder_symbolic.gc_pause`), programs with a backward (see
 :func:`with_exact_shapes_for_autograd`), autocast, DDP/FSDP, and calls made while tracing.
 """
 
@@ -27,6 +28,7 @@ from thunder.core.trace import _tracectx
 from thunder.executors.torchex import no_autocast
 
 import thunder
+from thunder_symbolic import gc_pause
 from thunder_symbolic.controls import DeclaredShapeError
 from thunder_symbolic.guards import backward_watch
 from thunder_symbolic.guards.compiled_prologue import compile_prologue
@@ -330,7 +332,8 @@ def fast_call_path(thunder_call, compile_data, stats):
             rejections = getattr(stats.interpreter_cache, "rejections", None)
             if rejections is not None:
                 rejections.clear()  # thunder's path tries the entries again and records why they fail
-            return thunder_call(*args, **kwargs)
+            with gc_pause.paused():  # a miss: thunder compiles
+                return thunder_call(*args, **kwargs)
         if key is not None and position != hinted:
             hints.remember(key, position)
 

@@ -1,4 +1,8 @@
-"""The short call path for cache hits under symbolic values: same checks, same results, thunder's stats."""
+"""The short call path for cache hits under symbolic values: same checks, same results, thunder's stats;
+a miss compiles with Python's cyclic collector paused."""
+
+import gc
+import sys
 
 import pytest
 import thunder
@@ -6,6 +10,7 @@ import torch
 from thunder.core.pytree import tree_flatten
 
 import thunder_symbolic
+from thunder_symbolic import gc_pause
 from thunder_symbolic.dispatch import alias_groups
 from thunder_symbolic.testing import check_against_eager
 
@@ -176,3 +181,56 @@ def test_sigmoid_runs_as_one_torch_call_and_matches_eager():
         computation = str(thunder.last_traces(jf)[-1])
     assert "torch.sigmoid(" in computation and "torch.exp(" not in computation
     assert thunder.cache_misses(jf) == 2  # the backward program, and the no-grad one for an int tensor
+
+
+def _compiling() -> bool:
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_name in ("acquire_initial_trace", "apply_transforms_and_build_cache_entry"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+@pytest.fixture
+def collections():
+    """For each collection of Python's cyclic collector, whether thunder was compiling; with a threshold low
+    enough that a compile would trigger many."""
+    seen = []
+    threshold = gc.get_threshold()
+
+    def record(phase, info):
+        if phase == "start":
+            seen.append(_compiling())
+
+    gc.set_threshold(50)
+    gc.callbacks.append(record)
+    try:
+        yield seen
+    finally:
+        gc.callbacks.remove(record)
+        gc.set_threshold(*threshold)
+
+
+def test_a_compile_runs_without_cyclic_collections_and_the_collector_resumes(collections):
+    jfn = thunder.jit(lambda x: (x * 2).sin().sum(0) + x.shape[0], cache="symbolic values")
+    jfn(torch.randn(3, 4))  # a miss: compiles
+    assert thunder.cache_misses(jfn) == 1 and True not in collections and gc.isenabled()
+    count = len(collections)
+    [torch.randn(2) for _ in range(200)]  # the collector runs again
+    assert len(collections) > count
+
+
+def test_pausing_collections_is_reentrant_and_keeps_a_disabled_collector_disabled():
+    with gc_pause.paused():
+        with gc_pause.paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_pause.paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
