@@ -77,6 +77,7 @@ class GuardRecorder:
     symbols: Symbols = field(default_factory=Symbols)
     facts: Facts | None = None  # what the kept guards prove (see algebra.Facts)
     observations: int = 0  # conditions recorded (type checks included), before dropping the implied ones
+    decided: set[str] = field(default_factory=set)  # rendered conditions added already (see _add)
     ignoring: int = 0  # > 0 inside observations_ignored()
     backward_started: bool = False  # the compile got as far as building a backward (guards.backward_watch)
     stands_in = False  # True for a recorder standing in for another one (guards.backward_watch)
@@ -145,13 +146,21 @@ class GuardRecorder:
         return expr
 
     def _add(self, condition: Expr, number: Any, where: str | None = None) -> None:
-        """Keep ``condition`` simplified, unless the guards kept already prove it (or it always holds)."""
+        """Keep ``condition`` simplified, unless the guards kept already prove it (or it always holds).
+
+        A condition added before is decided the same way again (kept guards and what they prove only grow),
+        so it is skipped by its rendering: a trace observes a few conditions many times over (the benchmark's
+        prefill makes 885 observations), and simplifying one goes through sympy."""
         self.observations += 1
+        raw = condition.render(_trace_name)
+        if raw in self.decided:
+            return
+        self.decided.add(raw)
         simplified, form = algebra.simplify(condition, self.symbols)
         if form is not None and self.facts.decide(form) is True:
             return
         for candidate in (simplified, condition) if simplified is not condition else (condition,):
-            source = candidate.render(_trace_name)
+            source = candidate.render(_trace_name) if candidate is not condition else raw
             if source in self.guards:
                 return
             if _holds_now(candidate, source):  # the simplified form must reproduce the trace, as the traced one
