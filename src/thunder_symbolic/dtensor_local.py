@@ -57,7 +57,15 @@ from torch.distributed.tensor import Partial, Replicate, Shard
 
 from thunder_symbolic.dtensor_shapes import same_dims
 
-__all__ = ["BUCKET_BYTES", "FUSIBLE", "DTensorLocalExecutor", "executor", "schedule", "through_dtensor"]
+__all__ = [
+    "BUCKET_BYTES",
+    "FUSIBLE",
+    "DTensorLocalExecutor",
+    "executor",
+    "schedule",
+    "through_dtensor",
+    "with_torch_compile_executor",
+]
 
 
 def _local_tensor(d):
@@ -543,3 +551,13 @@ def _not_traced(*args, **kwargs):
 
 
 executor = register_executor(DTensorLocalExecutor())
+
+
+def with_torch_compile_executor(executors) -> list:
+    """``executors`` with thunder's torch.compile executor right after this one (if there) and before the
+    others: fusion passes run in the executors' order, so it fuses the operations on local tensors this one
+    writes."""
+    from thunder.executors.torch_compile import torch_compile_ex
+
+    position = next((i + 1 for i, ex in enumerate(executors) if ex is executor), 0)
+    return [*executors[:position], torch_compile_ex, *executors[position:]]

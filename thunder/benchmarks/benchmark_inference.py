@@ -380,6 +380,8 @@ def compile_model(model, args, mode: str, cache: str | None):
         options["transforms"] = [CUDAGraphTransform()]
     executors = thunder.get_default_executors()
     if args.enable_torch_compile_executor:
+        from thunder_symbolic.dtensor_local import with_torch_compile_executor
+
         executors = with_torch_compile_executor(executors)
     if mode == "thunder":
         return thunderfx(model, executors=executors, **options)
@@ -391,15 +393,6 @@ def compile_model(model, args, mode: str, cache: str | None):
     transforms = [mask_transform, *options.pop("transforms", [])]
     options.update(transforms=transforms, executors=[mask_transform.get_executor(), *executors])
     return thunder.jit(model, **options)
-
-
-def with_torch_compile_executor(executors) -> list:
-    """``executors`` with thunder's torch.compile executor after thunder-symbolic's DTensor local executor (if
-    there), whose operations on local tensors it fuses, and before the others."""
-    from thunder.executors.torch_compile import torch_compile_ex
-
-    position = next((i + 1 for i, ex in enumerate(executors) if ex.name == "dtensor_local"), 0)
-    return [*executors[:position], torch_compile_ex, *executors[position:]]
 
 
 def thunder_functions(compiled) -> list:

@@ -324,10 +324,8 @@ def compile_case(name, fn):
         torch._dynamo.reset()
         return thunder.dynamo.thunderfx(fn, cache="symbolic values")
     if name.endswith("_torchcompile"):
-        from thunder.executors.torch_compile import torch_compile_ex
-
-        others = [ex for ex in thunder.get_default_executors() if ex is not dtensor_local.executor]
-        return thunder.jit(fn, cache="symbolic values", executors=[dtensor_local.executor, torch_compile_ex, *others])
+        executors = dtensor_local.with_torch_compile_executor(thunder.get_default_executors())
+        return thunder.jit(fn, cache="symbolic values", executors=executors)
     return thunder.jit(fn, cache="symbolic values")
 
 

@@ -139,14 +139,6 @@ def test_invalid_options_are_argparse_errors(flags, message, capsys):
     assert message in capsys.readouterr().err
 
 
-def test_the_torch_compile_executor_fuses_what_the_dtensor_local_executor_writes():
-    """Fusion passes run in the executors' order: the torch.compile executor must see the local operations."""
-    import thunder
-
-    names = [ex.name for ex in _benchmark_module().with_torch_compile_executor(thunder.get_default_executors())]
-    assert names.index("torchcompile") == names.index("dtensor_local") + 1
-
-
 def _benchmark_module():
     if "benchmark_inference" not in sys.modules:  # its dataclasses look their module up there
         spec = importlib.util.spec_from_file_location("benchmark_inference", BENCHMARK)

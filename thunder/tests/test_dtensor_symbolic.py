@@ -185,3 +185,13 @@ def _grad_param(case):
 @pytest.mark.parametrize("case", [_grad_param(case) for case in CASES])
 def test_dtensor_program_gradients_match_eager(results, case):
     _check(results, f"grad:{case}", case)
+
+
+def test_the_torch_compile_executor_fuses_what_the_dtensor_local_executor_writes():
+    """Fusion passes run in the executors' order: the torch.compile executor must see the local operations."""
+    import thunder
+
+    from thunder_symbolic.dtensor_local import with_torch_compile_executor
+
+    names = [ex.name for ex in with_torch_compile_executor(thunder.get_default_executors())]
+    assert names.index("torchcompile") == names.index("dtensor_local") + 1
