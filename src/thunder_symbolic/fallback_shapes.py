@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from thunder.core import prims, utils
+from thunder.core import utils
 from thunder.core.prims import get_grad, put_grad
 from thunder.core.proxies import TensorProxy
 from thunder.core.pytree import tree_flatten
-from thunder.core.utils import const_as
 
-from thunder_symbolic.grad_rules import grad_rule
+from thunder_symbolic.grad_rules import grad_rule, zero_padded
 from thunder_symbolic.guards.recorder import python_value
 
 __all__ = ["RULES", "torch_functions"]
@@ -120,7 +119,7 @@ def _narrow_grad(a, dim, start, length):
     start = start if start >= 0 else start + a.shape[dim]
     padding = [(0, 0, 0)] * a.ndim
     padding[dim] = (start, a.shape[dim] - start - length, 0)
-    put_grad(a, prims.pad(g, const_as(0, g.dtype), tuple(padding)))
+    put_grad(a, zero_padded(g, tuple(padding)))
     return result
 
 

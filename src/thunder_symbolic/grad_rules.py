@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, MutableMapping
 
+from thunder.core import dtypes, prims
 from thunder.core.langctxs import Languages, langctx
+from thunder.core.utils import const_as
 
-__all__ = ["GradRules", "grad_rule", "rules"]
+__all__ = ["GradRules", "grad_rule", "rules", "zero_padded"]
 
 _RULES: dict[Hashable, Callable] = {}
 
@@ -28,6 +30,18 @@ def grad_rule(*symbol_ids: Hashable) -> Callable[[Callable], Callable]:
         return rule
 
     return register
+
+
+def zero_padded(g, padding: tuple):
+    """``g`` padded with zeros by ``padding`` (``prims.pad``'s (low, high, interior) per dim). A complex
+    ``g`` is padded as its real view: the torch executor hands the pad value to ``F.pad``, which takes no
+    complex one."""
+    import thunder.torch as ltorch
+
+    if dtypes.is_complex_dtype(g.dtype):
+        real = prims.pad(ltorch.view_as_real(g), 0.0, (*padding, (0, 0, 0)))
+        return ltorch.view_as_complex(real)
+    return prims.pad(g, const_as(0, g.dtype), padding)
 
 
 def rules() -> dict[Hashable, Callable]:

@@ -72,6 +72,9 @@ GRADIENT_PROGRAMS = {
     ).flatten(1),
     "complex square": lambda x: torch.view_as_real(_complex_pairs(x) * _complex_pairs(x)).flatten(1),
     "complex times its conjugate": lambda x: torch.view_as_real(_complex_pairs(x).conj() * _complex_pairs(x) * 2j),
+    # The gradient of a slice or narrow pads with zeros; the torch executor's pad takes no complex zero.
+    "slice of a complex tensor": lambda x: torch.view_as_real(_complex_pairs(x)[1:] * 2).flatten(1),
+    "narrow of a complex tensor": lambda x: torch.view_as_real(torch.narrow(_complex_pairs(x), 0, 1, 2)).exp(),
 }
 
 

@@ -6,11 +6,10 @@ from thunder.core import dtypes, prims
 from thunder.core.prims import PrimIDs, get_grad, put_grad
 from thunder.core.proxies import TensorProxy
 from thunder.core.transforms import put_grads
-from thunder.core.utils import const_as
 
 from thunder_symbolic._registry import patch
 from thunder_symbolic.complex_grads import RealOnlyRules
-from thunder_symbolic.grad_rules import GradRules, grad_rule, rules
+from thunder_symbolic.grad_rules import GradRules, grad_rule, rules, zero_padded
 
 
 @grad_rule(PrimIDs.SLICE)
@@ -30,7 +29,7 @@ def _slice_grad(a, start_indices, end_indices, strides=None):
         else:  # the last element read is start + (sliced - 1) * step; the step's gaps are interior padding
             stop = start + (sliced - 1) * step + 1 if sliced != 0 else start
             padding.append((start, length - stop, step - 1))
-    put_grad(a, prims.pad(g, const_as(0, g.dtype), tuple(padding)))
+    put_grad(a, zero_padded(g, tuple(padding)))
     return result
 
 
