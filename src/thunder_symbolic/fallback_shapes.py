@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from thunder.core import utils
 from thunder.core.prims import get_grad, put_grad
 from thunder.core.proxies import TensorProxy
-from thunder.core.pytree import tree_flatten
 
 from thunder_symbolic.grad_rules import grad_rule, zero_padded
 from thunder_symbolic.guards.recorder import python_value
@@ -83,19 +82,6 @@ def _symbol(name: str):
     import thunder.torch as ltorch
 
     return getattr(ltorch, name)
-
-
-def _fake_run_grad(name: str, *args, **kwargs):
-    """thunder's own gradient of a fallback op (the fake run of its vjp, which pins the sizes it sees)."""
-    from thunder.core.transforms import augmented_forward_impls, backward_impls
-
-    symbol_id = _symbol(name).id
-    (result,), saved = augmented_forward_impls[symbol_id](*args, **kwargs)
-    grads = backward_impls[symbol_id](*saved, get_grad(result))
-    for arg, grad in zip(tree_flatten(args)[0], tree_flatten(grads)[0]):
-        if isinstance(arg, TensorProxy) and grad is not None:
-            put_grad(arg, grad)
-    return result
 
 
 def _no_gradient(name: str) -> Callable:
@@ -166,15 +152,15 @@ def _view_as_complex_grad(a):
 @grad_rule("torch.polar")
 def _polar_grad(magnitude, angle):
     """PyTorch's rule (``polar_backward``) in real arithmetic: for the gradient ``g = re + i im``,
-    ``real(conj(g) * sgn(result))`` and ``real(conj(g) * result * 1j)``."""
-    if not _same_shapes(magnitude, angle):
-        return _fake_run_grad("polar", magnitude, angle)
+    ``real(conj(g) * sgn(result))`` and ``real(conj(g) * result * 1j)``, summed over broadcast dims."""
+    from thunder.core.transforms import sum_to
+
     result = _symbol("polar")(magnitude, angle)
     g = get_grad(result)
     re, im = _symbol("real")(g), _symbol("imag")(g)
     cos, sin = _symbol("cos")(angle), _symbol("sin")(angle)
-    put_grad(magnitude, _symbol("sign")(magnitude) * (re * cos + im * sin))
-    put_grad(angle, magnitude * (im * cos - re * sin))
+    put_grad(magnitude, sum_to(_symbol("sign")(magnitude) * (re * cos + im * sin), magnitude.shape))
+    put_grad(angle, sum_to(magnitude * (im * cos - re * sin), angle.shape))
     return result
 
 

@@ -78,6 +78,11 @@ GRADIENT_PROGRAMS = {
 }
 
 
+def test_a_broadcasting_polar_gets_eager_gradients():
+    """Its forward is the fake run (one program per shape); its gradient sums over the broadcast dim."""
+    check_gradients(lambda x: torch.view_as_real(torch.polar(x[:1].abs(), x)), SHAPES, compiles=len(set(SHAPES)))
+
+
 COMPLEX_GRADIENTS_THUNDER_GETS_WRONG = {
     "DIV": lambda x: torch.view_as_real(_complex_pairs(x) / (_complex_pairs(x) + 2)),
     "EXP": lambda x: torch.view_as_real(_complex_pairs(x).exp()),

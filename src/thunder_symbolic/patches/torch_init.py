@@ -124,6 +124,7 @@ def _shape_rule(rule):
 
 
 for _name, _rule in fallback_shapes.RULES.items():
+    _symbolic_meta = _replacing_under_symbolic_values(_shape_rule(_rule))  # for the symbol and its operator
     patch(
         f"thunder.torch:{_name}.meta",
         summary=f"{_name} (a fallback op) gets a symbolic output shape under symbolic values",
@@ -132,7 +133,7 @@ for _name, _rule in fallback_shapes.RULES.items():
             f"see: `{_name}(...)` of tensors or with sizes from shapes or int arguments compiled once per size."
         ),
         upstream="Lightning-AI/lightning-thunder#463",
-    )(_replacing_under_symbolic_values(_shape_rule(_rule)))
+    )(_symbolic_meta)
     patch(
         f"thunder.executors.torchex:ex.opmap[{_name}].meta",
         after="thunder.torch",
@@ -142,5 +143,5 @@ for _name, _rule in fallback_shapes.RULES.items():
             f"it runs while the backward is watched, it pinned the sizes of `{_name}`'s inputs again."
         ),
         upstream="Lightning-AI/lightning-thunder#463",
-    )(_replacing_under_symbolic_values(_shape_rule(_rule)))
-del _name, _rule, _symbolic
+    )(_symbolic_meta)
+del _name, _rule, _symbolic, _symbolic_meta
