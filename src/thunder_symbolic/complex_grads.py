@@ -15,12 +15,14 @@ thunder's two: the grad rules and the augmented forwards).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Hashable, MutableMapping
+from collections.abc import Callable, Hashable
 
 from thunder.core import dtypes
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
 from thunder.core.pytree import tree_flatten
+
+from thunder_symbolic.grad_rules import RuleView
 
 __all__ = ["COMPLEX_SAFE", "RealOnlyRules"]
 
@@ -76,26 +78,10 @@ def _for_real_tensors(symbol_id: Hashable, rule: Callable) -> Callable:
     return rule_for_real_tensors
 
 
-class RealOnlyRules(MutableMapping):
+class RealOnlyRules(RuleView):
     """A table of rules by symbol id, whose rules that are not complex-safe refuse complex tensors."""
 
-    def __init__(self, table: MutableMapping):
-        self.table = table
-
-    def __getitem__(self, key):
-        rule = self.table[key]
+    def rule_for(self, key, rule):
         if key in COMPLEX_SAFE or _auto_registered(key):
             return rule
         return _for_real_tensors(key, rule)
-
-    def __setitem__(self, key, value):
-        self.table[key] = value
-
-    def __delitem__(self, key):
-        del self.table[key]
-
-    def __iter__(self):
-        return iter(self.table)
-
-    def __len__(self):
-        return len(self.table)

@@ -15,7 +15,7 @@ from thunder.core import dtypes, prims
 from thunder.core.langctxs import Languages, langctx
 from thunder.core.utils import const_as
 
-__all__ = ["GradRules", "grad_rule", "rules", "zero_padded"]
+__all__ = ["GradRules", "RuleView", "grad_rule", "rules", "zero_padded"]
 
 _RULES: dict[Hashable, Callable] = {}
 
@@ -71,3 +71,29 @@ class GradRules(MutableMapping):
 
     def __len__(self):
         return len(self.table.keys() | self.replacements.keys())
+
+
+class RuleView(MutableMapping):
+    """A table of rules by symbol id whose rules are read through :meth:`rule_for` (to check or adapt them);
+    registrations go to the table."""
+
+    def __init__(self, table: MutableMapping):
+        self.table = table
+
+    def rule_for(self, key: Hashable, rule: Callable) -> Callable:
+        return rule
+
+    def __getitem__(self, key):
+        return self.rule_for(key, self.table[key])
+
+    def __setitem__(self, key, value):
+        self.table[key] = value
+
+    def __delitem__(self, key):
+        del self.table[key]
+
+    def __iter__(self):
+        return iter(self.table)
+
+    def __len__(self):
+        return len(self.table)

@@ -75,6 +75,15 @@ GRADIENT_PROGRAMS = {
     # The gradient of a slice or narrow pads with zeros; the torch executor's pad takes no complex zero.
     "slice of a complex tensor": lambda x: torch.view_as_real(_complex_pairs(x)[1:] * 2).flatten(1),
     "narrow of a complex tensor": lambda x: torch.view_as_real(torch.narrow(_complex_pairs(x), 0, 1, 2)).exp(),
+    # A 0-d CPU tensor is broadcast as a number would be; 0.2.6 gave it the other operand's gradient: a failed
+    # backward, or a wrong gradient where the shapes matched (either cache).
+    "plus its sum": lambda x: x + x.sum(),
+    "zeros plus its sum": lambda x: torch.zeros(x.shape[0], 3) + x.sum(),
+    "divided by its norm": lambda x: x / (x.abs().sum() + 1),
+    "times an element": lambda x: x * x[0, 0],
+    "where with its mean": lambda x: torch.where(x > 0, x, x.mean()),
+    "atan2 with its norm": lambda x: torch.atan2(x, x.abs().sum() + 1),
+    "fmod by its sum": lambda x: torch.fmod(x * 7, x.sum().abs() + 0.5),
 }
 
 

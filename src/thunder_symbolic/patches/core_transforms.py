@@ -10,6 +10,7 @@ from thunder.core.transforms import put_grads
 from thunder_symbolic._registry import patch
 from thunder_symbolic.complex_grads import RealOnlyRules
 from thunder_symbolic.grad_rules import GradRules, grad_rule, rules, zero_padded
+from thunder_symbolic.scalar_grads import ScalarGradsSummed
 
 
 @grad_rule(PrimIDs.SLICE)
@@ -72,6 +73,27 @@ def _mul_grad(a, b):
     return result
 
 
+@grad_rule(PrimIDs.ATAN2)
+def _atan2_grad(a, b):
+    """PyTorch's rule, ``g * b / (a² + b²)`` and ``-g * a / (a² + b²)``, as a grad rule: 0.2.6's is an
+    augmented forward, whose gradients bypass the table (:mod:`thunder_symbolic.scalar_grads` sums those of
+    a 0-d operand only for the table's rules)."""
+    result = prims.atan2(a, b)
+    g = get_grad(result)
+    scale = g / (a * a + b * b)
+    put_grads((a, b), (scale * b, -scale * a))
+    return result
+
+
+@grad_rule(PrimIDs.FMOD)
+def _fmod_grad(a, b):
+    """PyTorch's rule, ``g`` and ``-g * trunc(a / b)``, as a grad rule (as ``_atan2_grad``)."""
+    result = prims.fmod(a, b)
+    g = get_grad(result)
+    put_grads((a, b), (g, -g * prims.trunc(a / b)))
+    return result
+
+
 @grad_rule(PrimIDs._GROUPED_MM)
 def _grouped_mm_grad(a, b, offsets):
     """The gradients of a grouped matmul of rows grouped by ``offsets`` (2-D ``a``) with one matrix per
@@ -95,7 +117,8 @@ def _grouped_mm_grad(a, b, offsets):
         "grad rules of thunder_symbolic.grad_rules: slice, cat and the fallback ops of "
         "thunder_symbolic.fallback_shapes keep symbolic sizes symbolic; a complex product's gradient is "
         "conjugated and the rules that are not right for complex tensors refuse them; _grouped_mm and the DTensor "
-        "prims of tensor parallelism (thunder_symbolic.dtensor_grads) get rules"
+        "prims of tensor parallelism (thunder_symbolic.dtensor_grads) get rules; the gradient of a 0-d tensor "
+        "broadcast as a number is summed to 0-d (thunder_symbolic.scalar_grads)"
     ),
     why=(
         "0.2.6's slice rule converts its pad widths to Python ints, baking the first input's sizes into "
@@ -106,12 +129,13 @@ def _grouped_mm_grad(a, b, offsets):
         "gradients for complex factors (Llama 4's rotary embedding), under either cache option, as do its other "
         "rules that are not linear (they now refuse complex tensors, thunder_symbolic.complex_grads). 0.2.6 has no "
         "rule for _grouped_mm, from_local, to_local, redistribute or a DTensor linear: MoE experts and "
-        "tensor-parallel modules failed in grad mode."
+        "tensor-parallel modules failed in grad mode. A 0-d CPU tensor combined with a larger tensor (x + x.sum()) "
+        "got the other operand's gradient: a failed backward, or a wrong gradient where the shapes matched."
     ),
     upstream="Lightning-AI/lightning-thunder#463",
 )
 def _grad_fn_map(original):
-    return RealOnlyRules(GradRules(original, rules()))
+    return ScalarGradsSummed(RealOnlyRules(GradRules(original, rules())))
 
 
 @patch(
