@@ -175,6 +175,20 @@ def test_training_and_inference_calls_keep_their_own_programs():
     assert thunder.cache_misses(jf) == 2
 
 
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+def test_an_empty_slice_keeps_its_input_s_gradient(cache):
+    """0.2.6 made a slice starting past the end (the chunks of 0 rows) a new tensor: no gradient flowed to x,
+    and the loss could not be backpropagated."""
+    fn = lambda x: (x.chunk(2)[0] * 2).sum()  # noqa: E731
+    jf = thunder.jit(fn, cache=cache)
+    for shape in [(0, 3), (0, 5), (4, 3)]:
+        x = torch.randn(*shape, requires_grad=True)
+        loss = jf(x)
+        assert loss.requires_grad
+        loss.backward()
+        torch.testing.assert_close(x.grad, torch.func.grad(fn)(x.detach()))
+
+
 def test_numbers_computed_from_a_float_argument_get_no_gradient():
     # A power of a float argument is a python_number_op, which had no grad rule: the program was compiled
     # with exact values instead, once per float.

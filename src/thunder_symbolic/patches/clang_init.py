@@ -108,6 +108,28 @@ def _clamped(bound, length):
 
 
 @patch(
+    "thunder.clang:slice_in_dim",
+    summary="a slice starting at or past the end of a dim is an empty slice of the tensor, not a new tensor",
+    why=(
+        "0.2.6 returns a new empty tensor (full) there, with no autograd connection to its input: for an x "
+        "with 0 rows, x.chunk(2)[0] * 2 did not require grad, so a loss computed from it could not be "
+        "backpropagated and x's gradient was None where eager's is an empty tensor."
+    ),
+)
+def _slice_in_dim(original):
+    def slice_in_dim(a, start_index, limit_index, stride=1, dim=0):
+        dim = utils.canonicalize_dim(a.ndim, dim)
+        length = a.shape[dim]
+        if utils.canonicalize_dim_idx(length, start_index) >= length:
+            starts, stops = [0] * a.ndim, list(a.shape)
+            starts[dim] = length
+            return prims.slice_prim(a, starts, stops, [1] * a.ndim)
+        return original(a, start_index, limit_index, stride, dim)
+
+    return slice_in_dim
+
+
+@patch(
     "thunder.clang:_basic_indexing",
     summary="slice bounds below -length are clamped to 0, as Python and PyTorch do",
     why="0.2.6 raised 'start=-9 is not a valid index for length 6' where eager returns every row.",
