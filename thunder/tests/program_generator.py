@@ -86,6 +86,11 @@ STRAIGHT = [
     "y = torch.cat([y[:k], y[k:] * 2], 0)",
     "y = torch.view_as_real(torch.view_as_complex(torch.cat([y, y], 1).reshape(y.shape[0], -1, 2))"
     " * torch.polar(torch.ones(y.shape[1]), torch.arange(y.shape[1]) * 0.5)).flatten(1)",
+    "y = torch.view_as_real(torch.view_as_complex(torch.stack([y, y * 0.5], -1)).conj().resolve_conj() * 2j)"
+    ".flatten(1)",
+    "y = torch.view_as_real(torch.view_as_complex(torch.stack([y, -y], -1))[:, : max(y.shape[1] - 1, 1)]).flatten(1)",
+    # thunder refuses this gradient for complex tensors (not PyTorch's conjugate one); its forward runs.
+    "y = torch.view_as_real(torch.view_as_complex(torch.stack([y, y], -1)).sqrt()).flatten(1)",
     # Python values: each decides the program by identity, type, length, keys or bits.
     "y = y * 2 if n is None else y + n",
     "y = y if mask is None else y + mask.sum()",
@@ -142,6 +147,18 @@ class Program:
 
 
 SIZE_CLASSES = "\n    path.append(tuple(min(d, 2) for d in y.shape))"
+# Statements that slice by k: thunder specializes on k's order to y's length there, an intermediate's.
+ORDER_READS = {
+    "y = y[:k]": "k <= y.shape[0]",
+    "y = y[k:]": "k <= y.shape[0]",
+    "y = torch.cat([y[:k], y[k:] * 2], 0)": "k <= y.shape[0]",
+}
+
+
+def _recorded(stmt: str, indent: str) -> str:
+    """``stmt`` in the instrumented spelling: after the order it reads, if it reads one."""
+    read = ORDER_READS.get(stmt)
+    return f"{indent}path.append({read})\n{indent}{stmt}" if read else f"{indent}{stmt}"
 
 
 @st.composite
@@ -151,12 +168,13 @@ def statements(draw) -> tuple[str, str]:
             stmt, read = draw(st.sampled_from(PINNING))
             return f"    {stmt}", f"    path.append({read})\n    {stmt}{SIZE_CLASSES}"
         stmt = draw(st.sampled_from(STRAIGHT))
-        return f"    {stmt}", f"    {stmt}{SIZE_CLASSES}"
+        return f"    {stmt}", _recorded(stmt, "    ") + SIZE_CLASSES
     if draw(st.booleans()):
         condition = draw(st.sampled_from(BRANCHES)).format(c=draw(st.integers(0, 6)))
         then, other = draw(st.sampled_from(STRAIGHT)), draw(st.sampled_from(STRAIGHT))
         plain = f"    if {condition}:\n        {then}\n    else:\n        {other}"
-        instrumented = f"    if path.append({condition}) or path[-1]:\n        {then}\n    else:\n        {other}"
+        branches = f"{_recorded(then, '        ')}\n    else:\n{_recorded(other, '        ')}"
+        instrumented = f"    if path.append({condition}) or path[-1]:\n{branches}"
         return plain, instrumented + SIZE_CLASSES
     bound = draw(st.sampled_from(["min(k, 3)", "min(y.shape[0], 3)"]))
     stmt = draw(st.sampled_from(STRAIGHT[:7]))

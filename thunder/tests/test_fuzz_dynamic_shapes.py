@@ -44,7 +44,7 @@ def report():
             f"\nfuzz ({PROFILE}, {what}): {stats['examples']} examples, {stats['calls']} calls, "
             f"{stats['compiles']} compiles for {stats['distinct_shapes']} distinct input shapes and "
             f"{stats['paths']} path/size classes, {stats['errors_matching_eager']} eager errors reproduced, "
-            f"{stats['thunder_errors']} calls that thunder fails (or gets wrong) under constant values too"
+            f"{stats['thunder_errors']} calls that thunder fails under constant values too"
         )
     print(f"fuzz ({PROFILE}): {time.perf_counter() - start:.0f} s")
 
@@ -94,13 +94,12 @@ def _outputs_and_gradients(fn, x, k, *extra, grad: bool, seed: int):
     return torch.utils._pytree.tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, out), gradient
 
 
-def _upstream_fails(fn, x, k, extra, expected, *, seed: int) -> bool:
-    """Whether thunder's own path (constant values) fails this call too: it cannot differentiate some
-    programs (a backward expanding a dim of length 2), and some it differentiates wrongly (the gradient
-    of `zeros(n, 2) + y.sum()` for y of shape (1, 2) is the cotangent itself). Those are not ours."""
+def _upstream_fails(fn, x, k, extra, *, seed: int) -> bool:
+    """Whether thunder's own path (constant values) raises for this call too: a gradient thunder would get
+    wrong for complex tensors is refused under either cache (``sqrt``). Only errors count: a wrong gradient
+    fails the test whichever cache option also gets it wrong."""
     try:
-        actual = _outputs_and_gradients(thunder.jit(fn, cache="constant values"), x, k, *extra, grad=True, seed=seed)
-        assert_same(actual, expected, equal_nan=True)
+        _outputs_and_gradients(thunder.jit(fn, cache="constant values"), x, k, *extra, grad=True, seed=seed)
     except Exception:  # noqa: BLE001
         return True
     return False
@@ -147,12 +146,12 @@ def check_program(program: Program, arguments, *, grad: bool):
         where = f"call {i} {(rows, cols, k, extras)} (outputs, gradient)"
         try:
             actual = _outputs_and_gradients(jfn, x, k, *extra, grad=grad, seed=i)
-            assert_same(actual, expected, path=where, equal_nan=True)
-        except Exception:
-            if not grad or not _upstream_fails(fn, x, k, extra, expected, seed=i):
+        except Exception:  # accepted only where thunder's own path raises too; a wrong value never is
+            if not grad or not _upstream_fails(fn, x, k, extra, seed=i):
                 raise
             stats["thunder_errors"] += 1
             continue
+        assert_same(actual, expected, path=where, equal_nan=True)
         classes.add((tuple(path), size_class(rows, cols, k), extras.python_class()))
         shapes.add((rows, cols, k, extras))
     compiles = thunder.cache_misses(jfn)
