@@ -31,6 +31,7 @@ COMPLEX_SAFE: frozenset[Hashable] = frozenset(
         # linear, with a real Jacobian
         *(PrimIDs.ADD, PrimIDs.SUB, PrimIDs.NEG, PrimIDs.SUM, PrimIDs.CONVERT_ELEMENT_TYPE, PrimIDs.WHERE),
         *(PrimIDs.RESHAPE, PrimIDs.BROADCAST_IN_DIM, PrimIDs.TRANSPOSE, PrimIDs.SQUEEZE, PrimIDs.STRIDE_ORDER),
+        PrimIDs.FLIP,
         *(PrimIDs.SLICE, PrimIDs.CAT, PrimIDs.PAD, PrimIDs.TAKE, PrimIDs.TAKE_ALONG_AXIS, PrimIDs.GATHER),
         *(PrimIDs.CLONE, PrimIDs.SHALLOW_COPY, PrimIDs.COPY_, PrimIDs.DEVICE_PUT, PrimIDs.UPDATE_ALIASES),
         *("torch.sum", "torch.contiguous", "torch.Tensor.contiguous", "torch.split", "torch.cumsum"),

@@ -84,6 +84,11 @@ GRADIENT_PROGRAMS = {
     "where with its mean": lambda x: torch.where(x > 0, x, x.mean()),
     "atan2 with its norm": lambda x: torch.atan2(x, x.abs().sum() + 1),
     "fmod by its sum": lambda x: torch.fmod(x * 7, x.sum().abs() + 0.5),
+    # No grad rule in 0.2.6 ("Failed to find a gradient transform").
+    "minimum of flipped rows": lambda x: torch.minimum(x, x.flip(0) * 0.5),
+    "minimum with ties": lambda x: torch.minimum(x, x.clamp(max=0)),
+    "remainder": lambda x: torch.remainder(x * 7, x.abs() + 0.5),
+    "lerp with broadcast operands": lambda x: torch.lerp(x, x[:1] * 2, x[:, :1].sigmoid()),
 }
 
 

@@ -94,6 +94,49 @@ def _fmod_grad(a, b):
     return result
 
 
+@grad_rule(PrimIDs.FLIP)
+def _flip_grad(a, dims):
+    """The gradient flipped back (0.2.6 has no rule, so ``torch.flip`` failed in grad mode)."""
+    result = prims.flip(a, dims)
+    put_grad(a, prims.flip(get_grad(result), dims))
+    return result
+
+
+@grad_rule(PrimIDs.MINIMUM)
+def _minimum_grad(a, b):
+    """PyTorch's rule (0.2.6 has none, so ``torch.minimum`` failed in grad mode): the gradient goes to the
+    smaller operand, split evenly where they tie; a NaN takes it whole on both sides, as in PyTorch."""
+    result = prims.minimum(a, b)
+    g = get_grad(result)
+    shared = prims.where(prims.eq(a, b), g / 2, g)
+    put_grads((a, b), (prims.where(prims.gt(a, b), 0.0, shared), prims.where(prims.lt(a, b), 0.0, shared)))
+    return result
+
+
+@grad_rule(PrimIDs.REMAINDER)
+def _remainder_grad(a, b):
+    """PyTorch's rule, ``g`` and ``-g * floor(a / b)`` (0.2.6 has none)."""
+    result = prims.remainder(a, b)
+    g = get_grad(result)
+    put_grads((a, b), (g, -g * prims.floor(a / b)))
+    return result
+
+
+@grad_rule("torch.lerp")
+def _lerp_grad(start, end, weight):
+    """PyTorch's rule, ``g * (1 - weight)``, ``g * weight`` and ``g * (end - start)``, each summed to its
+    operand's shape (0.2.6 has none; the torch executor runs ``torch.lerp``, not the prim)."""
+    import thunder.torch as ltorch
+    from thunder.core.transforms import sum_to
+
+    result = ltorch.lerp(start, end, weight)
+    g = get_grad(result)
+    operands, grads = (start, end, weight), (g * (1 - weight), g * weight, g * (end - start))
+    summed = [sum_to(d, t.shape) if isinstance(t, TensorProxy) else d for d, t in zip(grads, operands)]
+    put_grads(operands, tuple(summed))
+    return result
+
+
 @grad_rule(PrimIDs._GROUPED_MM)
 def _grouped_mm_grad(a, b, offsets):
     """The gradients of a grouped matmul of rows grouped by ``offsets`` (2-D ``a``) with one matrix per
@@ -117,8 +160,8 @@ def _grouped_mm_grad(a, b, offsets):
         "grad rules of thunder_symbolic.grad_rules: slice, cat and the fallback ops of "
         "thunder_symbolic.fallback_shapes keep symbolic sizes symbolic; a complex product's gradient is "
         "conjugated and the rules that are not right for complex tensors refuse them; _grouped_mm and the DTensor "
-        "prims of tensor parallelism (thunder_symbolic.dtensor_grads) get rules; the gradient of a 0-d tensor "
-        "broadcast as a number is summed to 0-d (thunder_symbolic.scalar_grads)"
+        "prims of tensor parallelism (thunder_symbolic.dtensor_grads), minimum, remainder, lerp and flip get "
+        "rules; the gradient of a 0-d tensor broadcast as a number is summed to 0-d (thunder_symbolic.scalar_grads)"
     ),
     why=(
         "0.2.6's slice rule converts its pad widths to Python ints, baking the first input's sizes into "
@@ -128,9 +171,10 @@ def _grouped_mm_grad(a, b, offsets):
         "view_as_complex...: a fake run of torch's vjp on the traced sizes). 0.2.6's product rule gives wrong "
         "gradients for complex factors (Llama 4's rotary embedding), under either cache option, as do its other "
         "rules that are not linear (they now refuse complex tensors, thunder_symbolic.complex_grads). 0.2.6 has no "
-        "rule for _grouped_mm, from_local, to_local, redistribute or a DTensor linear: MoE experts and "
-        "tensor-parallel modules failed in grad mode. A 0-d CPU tensor combined with a larger tensor (x + x.sum()) "
-        "got the other operand's gradient: a failed backward, or a wrong gradient where the shapes matched."
+        "rule for _grouped_mm, from_local, to_local, redistribute, a DTensor linear, minimum, remainder, lerp or "
+        "flip: MoE experts, tensor-parallel modules and programs with those ops failed in grad mode. A 0-d CPU "
+        "tensor combined with a larger tensor (x + x.sum()) got the other operand's gradient: a failed backward, "
+        "or a wrong gradient where the shapes matched."
     ),
     upstream="Lightning-AI/lightning-thunder#463",
 )
