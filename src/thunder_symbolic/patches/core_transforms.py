@@ -5,7 +5,7 @@ from __future__ import annotations
 from thunder.core import dtypes, prims
 from thunder.core.prims import PrimIDs, get_grad, put_grad
 from thunder.core.proxies import TensorProxy
-from thunder.core.transforms import put_grads
+from thunder.core.transforms import put_grads, sum_to
 
 from thunder_symbolic._registry import patch
 from thunder_symbolic.complex_grads import RealOnlyRules
@@ -85,13 +85,21 @@ def _atan2_grad(a, b):
     return result
 
 
-@grad_rule(PrimIDs.FMOD)
-def _fmod_grad(a, b):
-    """PyTorch's rule, ``g`` and ``-g * trunc(a / b)``, as a grad rule (as ``_atan2_grad``)."""
-    result = prims.fmod(a, b)
-    g = get_grad(result)
-    put_grads((a, b), (g, -g * prims.trunc(a / b)))
-    return result
+def _modulo_grad(prim, rounding):
+    """PyTorch's rule for ``a`` modulo ``b``, ``g`` and ``-g * rounding(a / b)``: ``trunc`` for fmod, ``floor``
+    for remainder. 0.2.6 has none for remainder, and fmod's is an augmented forward (as ``_atan2_grad``)."""
+
+    def modulo_grad(a, b):
+        result = prim(a, b)
+        g = get_grad(result)
+        put_grads((a, b), (g, -g * rounding(a / b)))
+        return result
+
+    return modulo_grad
+
+
+grad_rule(PrimIDs.FMOD)(_modulo_grad(prims.fmod, prims.trunc))
+grad_rule(PrimIDs.REMAINDER)(_modulo_grad(prims.remainder, prims.floor))
 
 
 @grad_rule(PrimIDs.FLIP)
@@ -113,21 +121,11 @@ def _minimum_grad(a, b):
     return result
 
 
-@grad_rule(PrimIDs.REMAINDER)
-def _remainder_grad(a, b):
-    """PyTorch's rule, ``g`` and ``-g * floor(a / b)`` (0.2.6 has none)."""
-    result = prims.remainder(a, b)
-    g = get_grad(result)
-    put_grads((a, b), (g, -g * prims.floor(a / b)))
-    return result
-
-
 @grad_rule("torch.lerp")
 def _lerp_grad(start, end, weight):
     """PyTorch's rule, ``g * (1 - weight)``, ``g * weight`` and ``g * (end - start)``, each summed to its
     operand's shape (0.2.6 has none; the torch executor runs ``torch.lerp``, not the prim)."""
     import thunder.torch as ltorch
-    from thunder.core.transforms import sum_to
 
     result = ltorch.lerp(start, end, weight)
     g = get_grad(result)
