@@ -22,6 +22,7 @@ from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
 from thunder.core.pytree import tree_flatten
 
+from thunder_symbolic.fallback_grads import fallback_ids
 from thunder_symbolic.grad_rules import RuleView
 
 __all__ = ["COMPLEX_SAFE", "RealOnlyRules"]
@@ -46,16 +47,7 @@ COMPLEX_SAFE: frozenset[Hashable] = frozenset(
 
 def _auto_registered(symbol_id: Hashable) -> bool:
     """Whether ``symbol_id`` is a fallback op's: its gradient is torch's (``torch.autograd.functional.vjp``)."""
-    return symbol_id in _fallback_ids()
-
-
-@functools.cache
-def _fallback_ids() -> frozenset:
-    import thunder.torch as ltorch
-    from thunder.core import prims
-
-    symbols = ltorch._torch_to_thunder_function_map.values()
-    return frozenset(s.id for s in symbols if prims.OpTags.AUTO_REGISTERED in (getattr(s, "tags", None) or ()))
+    return symbol_id in fallback_ids()
 
 
 def _complex_input(args, kwargs) -> TensorProxy | None:

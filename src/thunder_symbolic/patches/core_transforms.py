@@ -9,6 +9,7 @@ from thunder.core.transforms import put_grads, sum_to
 
 from thunder_symbolic._registry import patch
 from thunder_symbolic.complex_grads import RealOnlyRules
+from thunder_symbolic.fallback_grads import FallbackGradsFlattened
 from thunder_symbolic.grad_rules import GradRules, grad_rule, rules, zero_padded
 from thunder_symbolic.scalar_grads import ScalarGradsSummed
 
@@ -135,6 +136,22 @@ def _lerp_grad(start, end, weight):
     return result
 
 
+@grad_rule("torch.index_put")
+def _index_put_grad(a, indices, values, accumulate=False):
+    """PyTorch's rule as a grad rule. 0.2.6's is an augmented forward whose two gradients thunder's autodiff
+    pairs with the first two arguments, ``a`` and the *indices*: the gradient of ``values`` was dropped, a
+    silently wrong gradient under either cache."""
+    import thunder.torch as ltorch
+
+    result = ltorch.index_put(a, indices, values, accumulate)
+    g = get_grad(result)
+    indices = tuple(indices)
+    g_values = sum_to(g[indices], values.shape)
+    g_a = g if accumulate else ltorch.index_put(g, indices, ltorch.zeros_like(values), False)
+    put_grads((a, values), (g_a, g_values))
+    return result
+
+
 @grad_rule(PrimIDs._GROUPED_MM)
 def _grouped_mm_grad(a, b, offsets):
     """The gradients of a grouped matmul of rows grouped by ``offsets`` (2-D ``a``) with one matrix per
@@ -159,7 +176,9 @@ def _grouped_mm_grad(a, b, offsets):
         "thunder_symbolic.fallback_shapes keep symbolic sizes symbolic; a complex product's gradient is "
         "conjugated and the rules that are not right for complex tensors refuse them; _grouped_mm and the DTensor "
         "prims of tensor parallelism (thunder_symbolic.dtensor_grads), minimum, remainder, lerp and flip get "
-        "rules; the gradient of a 0-d tensor broadcast as a number is summed to 0-d (thunder_symbolic.scalar_grads)"
+        "rules; the gradient of a 0-d tensor broadcast as a number is summed to 0-d (thunder_symbolic.scalar_grads); "
+        "index_put and the fallback ops get rules that pair gradients with the right arguments "
+        "(thunder_symbolic.fallback_grads)"
     ),
     why=(
         "0.2.6's slice rule converts its pad widths to Python ints, baking the first input's sizes into "
@@ -172,12 +191,14 @@ def _grouped_mm_grad(a, b, offsets):
         "rule for _grouped_mm, from_local, to_local, redistribute, a DTensor linear, minimum, remainder, lerp or "
         "flip: MoE experts, tensor-parallel modules and programs with those ops failed in grad mode. A 0-d CPU "
         "tensor combined with a larger tensor (x + x.sum()) got the other operand's gradient: a failed backward, "
-        "or a wrong gradient where the shapes matched."
+        "or a wrong gradient where the shapes matched. The autodiff pairs an augmented forward's gradients with "
+        "the op's arguments one level deep: index_put's values and a fallback op's tensors in a list (vstack) got "
+        "no gradient."
     ),
     upstream="Lightning-AI/lightning-thunder#463",
 )
 def _grad_fn_map(original):
-    return ScalarGradsSummed(RealOnlyRules(GradRules(original, rules())))
+    return ScalarGradsSummed(RealOnlyRules(FallbackGradsFlattened(GradRules(original, rules()))))
 
 
 @patch(
