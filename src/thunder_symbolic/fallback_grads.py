@@ -64,4 +64,3 @@ class FallbackGradsFlattened(RuleView):
         from thunder.core.transforms import augmented_forward_impls, backward_impls
 
         return _flattened_rule(augmented_forward_impls[key], backward_impls[key])
-
