@@ -282,6 +282,19 @@ def test_integer_arange_of_sizes_and_int_arguments():
     check_against_eager(f, [(torch.randn(m, 2), k) for m, k in ((5, 7), (8, 9), (12, 4), (6, 10))], compiles=1)
 
 
+def test_empty_arange_is_one_dimensional():
+    """0.2.6 gave an arange of length 0 a 0-d proxy: its shape was () and its ndim 0 (either cache option),
+    len() raised TypeError and cat or index_put with it failed."""
+
+    def f(x, n):
+        r = torch.arange(n)
+        y = x.index_put((torch.arange(x.shape[0]),), x * 3, accumulate=True)
+        return r.ndim, len(r), torch.cat([r, torch.arange(3)]) * 2, y
+
+    calls = [(torch.randn(m, 2), k) for m, k in ((3, 4), (0, 0), (5, 2), (2, 0))]
+    check_against_eager(f, calls, compiles=1)
+
+
 def test_without_grad_the_same_program_compiles_once():
     jf = check_against_eager(lambda x: x[: x.shape[0] // 2] * 2, rows(6, 8, 5, 7), compiles=1)
     assert thunder.last_backward_traces(jf) == []

@@ -32,8 +32,8 @@ def _arange(original):
         if not (exact and _is_int(start) and _is_int(step) and _is_int(stop)):
             return original(start=start, step=step, stop=stop, device=device, dtype=dtype)
         utils.check(step != 0, lambda: "arange: step must not be zero")
-        progresses = (stop > start) if step > 0 else (stop < start)
-        utils.check(start == stop or progresses, lambda: f"step={step} must make progress from {start} to {stop}")
+        reaches = (stop >= start) if step > 0 else (stop <= start)  # one guard, whichever side of 0 the length is
+        utils.check(reaches, lambda: f"step={step} must make progress from {start} to {stop}")
         length = -((start - stop) // step)  # ceil((stop - start) / step), exactly, for either sign of step
         device = devices.to_device(device)
         return prims.iota(length, start=start, step=step, device=device, dtype=dtype or dtypes.int64)

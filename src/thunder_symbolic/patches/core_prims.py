@@ -63,3 +63,24 @@ def _grouped_mm_meta(original):
         return TensorProxy(like=a, shape=(offsets.shape[0], a.shape[0], b.shape[1]))
 
     return grouped_mm_meta
+
+
+@patch(
+    "thunder.core.prims:iota.meta",
+    summary="iota of length 0 is a 1-D tensor of size 0, as torch.arange(0) is",
+    why=(
+        "0.2.6's meta gives length 0 a 0-d result while the executors return torch.arange's (0,): "
+        "`torch.arange(k).shape` was () and `.ndim` 0 for k == 0 (silently wrong, either cache option), and "
+        "len(), cat and index_put of it failed; under symbolic values the size also guarded `length == 0`."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _iota_meta(original):
+    @functools.wraps(original)
+    def iota_meta(length, *, start, step, device, dtype):
+        utils.check(length >= 0, lambda: f"length={length} was not weakly positive")
+        with guard_recorder.observations_ignored():  # its `length == 0` decides only the wrong shape
+            result = original(length, start=start, step=step, device=device, dtype=dtype)
+        return result if result.ndim == 1 else TensorProxy(like=result, shape=(length,))
+
+    return iota_meta
