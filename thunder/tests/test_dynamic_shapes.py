@@ -295,6 +295,16 @@ def test_empty_arange_is_one_dimensional():
     check_against_eager(f, calls, compiles=1)
 
 
+def test_modulo_of_a_tensor_is_remainder():
+    """0.2.6 resolved a tensor's `%` to a method the torch language lacks ("'NoneType' object is not callable")."""
+
+    def f(x, n):
+        return x % 3, 7 % x, x % -n, (torch.arange(x.shape[0]) - n) % x.shape[0]
+
+    calls = [(torch.randn(m) * 5, k) for m, k in ((5, 2), (8, 3), (6, 4))]
+    check_against_eager(f, calls, compiles=1)
+
+
 def test_without_grad_the_same_program_compiles_once():
     jf = check_against_eager(lambda x: x[: x.shape[0] // 2] * 2, rows(6, 8, 5, 7), compiles=1)
     assert thunder.last_backward_traces(jf) == []

@@ -30,5 +30,6 @@ from thunder_symbolic.patches import (
     thunder_init,  # noqa: F401  thunder/__init__.py
     torch_experimental,  # noqa: F401  thunder/torch/experimental/
     torch_init,  # noqa: F401  thunder/torch/__init__.py
+    torch_langctx,  # noqa: F401  thunder/torch/langctx.py
     transforms_autodiff,  # noqa: F401  thunder/transforms/autodiff.py
 )

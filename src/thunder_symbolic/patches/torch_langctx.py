@@ -1,0 +1,31 @@
+"""Patches of ``thunder/torch/langctx.py``: the torch language's methods of tensor proxies."""
+
+from __future__ import annotations
+
+import functools
+
+from thunder.core.proxies import TensorProxy
+from thunder.core.pytree import tree_iter
+
+from thunder_symbolic._registry import patch
+
+
+@patch(
+    "thunder.torch.langctx:TorchCtx.get_method",
+    summary="`%` with a tensor is torch.remainder, as PyTorch's `Tensor.__mod__` is",
+    why=(
+        "a TensorProxy's `%` asks the torch language for a method 'mod', which 0.2.6 does not register: "
+        "`x % 3` and `7 % x` of a tensor failed with \"'NoneType' object is not callable\" (either cache)."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _get_method(original):
+    @functools.wraps(original)
+    def get_method(self, id, *args, **kwargs):
+        if id == "mod" and any(isinstance(a, TensorProxy) for a in tree_iter((args, kwargs))):
+            import thunder.torch as ltorch
+
+            return ltorch.remainder
+        return original(self, id, *args, **kwargs)
+
+    return get_method
