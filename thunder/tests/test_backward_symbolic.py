@@ -91,6 +91,12 @@ GRADIENT_PROGRAMS = {
     "lerp with broadcast operands": lambda x: torch.lerp(x, x[:1] * 2, x[:, :1].sigmoid()),
     # 0.2.6 paired index_put's gradients with (x, indices): the values' gradient was dropped (either cache).
     "index_put of a row": lambda x: x.index_put((torch.tensor([0, 2]),), x[1] * 3),
+    # 0.2.6's nll_loss backward failed: an unresolved ignore_index, a float64 total weight, a 3-D gradient made 4-D.
+    "nll loss": lambda x: F.nll_loss(torch.log_softmax(x, -1), torch.arange(x.shape[0]) % x.shape[1]),
+    "nll loss, weighted sum ignoring a class": lambda x: F.nll_loss(
+        x, torch.arange(x.shape[0]) % x.shape[1], weight=torch.ones(x.shape[1]), ignore_index=1, reduction="sum"
+    ),
+    "nll loss of a 3-D input": lambda x: F.nll_loss(torch.stack([x, x * 2], -1), torch.zeros(x.shape[0], 2).long()),
 }
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import operator
+
 from thunder.core import dtypes, prims
 from thunder.core.prims import PrimIDs, get_grad, put_grad
 from thunder.core.proxies import TensorProxy
@@ -152,6 +155,32 @@ def _index_put_grad(a, indices, values, accumulate=False):
     return result
 
 
+@grad_rule("torch.nn.functional.nll_loss")
+def _nll_loss_grad(a, target, weight=None, ignore_index=None, reduction="mean"):
+    """thunder's own forward and backward of nll_loss, with ``ignore_index`` resolved as ``ltorch.nll_loss``
+    resolves it and a total weight of ``a``'s dtype for the reductions that do not use it. 0.2.6's augmented
+    forward passes the unresolved ``None`` on and fails comparing the target with it, its torch backward makes
+    the unused total weight float64, which aten refuses for float32, and returns a 3-D input's gradient as 4-D:
+    nll_loss (a language model's loss) could not be differentiated, under either cache."""
+    import thunder.torch as ltorch
+
+    ignore_index = -1 if ignore_index is None else ignore_index
+    result, total_weight = ltorch._nll_loss_helper(a, target, weight, ignore_index, reduction)
+    if total_weight is None:  # "sum" and "none"
+        total_weight = ltorch.full((), 0.0, device=a.device, dtype=a.dtype)
+    g = get_grad(result)
+    if a.ndim in (1, 2, 4):
+        put_grad(a, ltorch.nll_loss_backward(g, a, target, weight, reduction, ignore_index, total_weight))
+        return result
+    # the torch executor's backward reshapes other ranks to (N, C, 1, rest) and returns that shape
+    rest = functools.reduce(operator.mul, a.shape[2:], 1)
+    a4, target4 = ltorch.reshape(a, (a.shape[0], a.shape[1], 1, rest)), ltorch.reshape(target, (a.shape[0], 1, rest))
+    g4 = ltorch.reshape(g, (a.shape[0], 1, rest)) if reduction == "none" else g
+    grad4 = ltorch.nll_loss_backward(g4, a4, target4, weight, reduction, ignore_index, total_weight)
+    put_grad(a, ltorch.reshape(grad4, a.shape))
+    return result
+
+
 @grad_rule(PrimIDs._GROUPED_MM)
 def _grouped_mm_grad(a, b, offsets):
     """The gradients of a grouped matmul of rows grouped by ``offsets`` (2-D ``a``) with one matrix per
@@ -178,7 +207,7 @@ def _grouped_mm_grad(a, b, offsets):
         "prims of tensor parallelism (thunder_symbolic.dtensor_grads), minimum, remainder, lerp and flip get "
         "rules; the gradient of a 0-d tensor broadcast as a number is summed to 0-d (thunder_symbolic.scalar_grads); "
         "index_put and the fallback ops get rules that pair gradients with the right arguments "
-        "(thunder_symbolic.fallback_grads)"
+        "(thunder_symbolic.fallback_grads); nll_loss gets one that runs"
     ),
     why=(
         "0.2.6's slice rule converts its pad widths to Python ints, baking the first input's sizes into "
@@ -193,7 +222,7 @@ def _grouped_mm_grad(a, b, offsets):
         "tensor combined with a larger tensor (x + x.sum()) got the other operand's gradient: a failed backward, "
         "or a wrong gradient where the shapes matched. The autodiff pairs an augmented forward's gradients with "
         "the op's arguments one level deep: index_put's values and a fallback op's tensors in a list (vstack) got "
-        "no gradient."
+        "no gradient. 0.2.6's nll_loss backward failed for every call."
     ),
     upstream="Lightning-AI/lightning-thunder#463",
 )
