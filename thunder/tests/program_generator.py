@@ -6,13 +6,14 @@ varying length, a dict with an optional key, a dtype, a callable, a float among 
 which also reads a global list ``G`` and an attribute ``M.scale`` (None or a float) changed between
 calls. It applies a list of statements to ``y`` (always 2-D) and returns tensors, sizes and ints; some
 statements make Python look at a symbolic number (list indices, f-string keys, str, a fallback op, a max
-of an int and a float, isinstance/type). Control-flow statements come in two spellings: the plain one
-that thunder traces, and an instrumented one that records each decision (and each value Python read)
-in ``path``, so that running the instrumented program eagerly tells which control-flow path an
-argument set takes. The instrumented spelling also records, after each statement, whether each dim of
-``y`` is 0, 1 or more: thunder legitimately specializes on intermediate sizes of 0 and 1 (broadcasting,
-empty slices), so these belong to the path too. Failures shrink to a short program, printed as runnable
-Python.
+of an int and a float, isinstance/type), others take gradients 0.2.6 got wrong or could not take (a 0-d
+operand, index_put's values, list-taking fallback ops, an empty arange, `%`, nll_loss). Control-flow
+statements come in two spellings: the plain one that thunder traces, and an instrumented one that records
+each decision (and each value Python read) in ``path``, so that running the instrumented program eagerly
+tells which control-flow path an argument set takes. The instrumented spelling also records, after each
+statement, whether each dim of ``y`` is 0, 1 or more: thunder legitimately specializes on intermediate
+sizes of 0 and 1 (broadcasting, empty slices), so these belong to the path too. Failures shrink to a short
+program, printed as runnable Python.
 """
 
 from __future__ import annotations
@@ -91,6 +92,15 @@ STRAIGHT = [
     "y = torch.view_as_real(torch.view_as_complex(torch.stack([y, -y], -1))[:, : max(y.shape[1] - 1, 1)]).flatten(1)",
     # thunder refuses this gradient for complex tensors (not PyTorch's conjugate one); its forward runs.
     "y = torch.view_as_real(torch.view_as_complex(torch.stack([y, y], -1)).sqrt()).flatten(1)",
+    # Gradients 0.2.6 got wrong or could not take: a 0-d operand, index_put's values, ops without a rule.
+    "y = y * (1 + y.abs().sum())",
+    "y = torch.atan2(y, y.sum() + 1)",
+    "y = y.index_put((torch.arange(y.shape[0]),), y * 3, accumulate=True)",
+    "y = torch.minimum(y, y.flip(0)) + torch.lerp(y, y.flip(1), 0.3)",
+    "y = torch.remainder(y, 0.7) + torch.fmod(y, -0.6)",
+    "y = y * len(torch.arange(k)) + torch.arange(k).ndim",
+    "y = y % 0.7 - y % -(k + 1)",
+    "y = y + torch.nn.functional.nll_loss(torch.log_softmax(y, -1), torch.arange(y.shape[0]) % y.shape[1])",
     # Python values: each decides the program by identity, type, length, keys or bits.
     "y = y * 2 if n is None else y + n",
     "y = y if mask is None else y + mask.sum()",
@@ -112,6 +122,7 @@ PINNING = [
     ("y = y * {'0': 1.0, '1': 2.0}.get(f'{k % 2}', 3.0)", "k % 2"),
     ("y = y + len(str(y.shape[1]))", "y.shape[1]"),
     ("y = torch.narrow_copy(y, 1, 0, 1) if y.shape[1] > 0 else y", "tuple(y.shape)"),
+    ("y = torch.vstack([y, 2 * y]) + torch.hstack([y, y])[:, : y.shape[1]].repeat(2, 1)", "tuple(y.shape)"),
     ("y = y * max(k, 2.5)", "2.5 > k"),
     ("y = y.split(2)[-1] + 1", "(y.shape[0] + 1) // 2"),
     ("y = y.sum(k % 2, keepdim=True)", "k % 2"),
