@@ -121,6 +121,7 @@ PINNING = [
     ("y = y[[0, y.shape[0] - 1]] if y.shape[0] > 0 else y", "y.shape[0]"),
     ("y = y * {'0': 1.0, '1': 2.0}.get(f'{k % 2}', 3.0)", "k % 2"),
     ("y = y + len(str(y.shape[1]))", "y.shape[1]"),
+    ("y = y * len(f'{y.shape}')", "tuple(y.shape)"),
     ("y = torch.narrow_copy(y, 1, 0, 1) if y.shape[1] > 0 else y", "tuple(y.shape)"),
     ("y = torch.vstack([y, 2 * y]) + torch.hstack([y, y])[:, : y.shape[1]].repeat(2, 1)", "tuple(y.shape)"),
     ("y = y * max(k, 2.5)", "2.5 > k"),

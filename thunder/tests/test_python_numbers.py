@@ -54,6 +54,16 @@ def test_str_repr_format_and_fstrings_give_the_digits():
     check_against_eager(f, [(x(6), 10), (x(3), 11), (x(6), 10)], compiles=2)
 
 
+def test_text_of_shapes_and_containers_gives_the_digits():
+    """0.2.6 showed a tuple of symbolic sizes as proxy descriptions ('([IntegerProxy name=i0, value=6, ...')
+    without pinning them, and a shape as a tuple under either cache; eager shows 'torch.Size([6, 3])'."""
+
+    def f(t, n):
+        return str(t.shape), f"{t.shape}", repr(list(t.shape)), str({"n": n, "dims": (n, t.shape[1])})
+
+    check_against_eager(f, [(x(6), 10), (x(3), 11), (x(6), 10)], compiles=2)
+
+
 def test_string_keys_built_from_sizes():
     table = {"6": 2.0, "3": -1.0}
 

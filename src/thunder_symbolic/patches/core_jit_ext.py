@@ -55,7 +55,8 @@ class _LookasideMap(dict):
     summary="guard recorders run natively, not interpreted; min/max of two numbers and torch.sym_max/min/sum stay "
     "symbolic; isinstance(dtensor, DTensor) is True for DTensor proxies; setting an attribute of the jitted "
     "function or module itself is refused with an error naming the statement; in user code, type() and "
-    "isinstance() of a symbolic number answer with its Python type, str/repr/format give its digits (pinned); "
+    "isinstance() of a symbolic number answer with its Python type, str/repr/format give its digits (pinned), "
+    "in containers too, and a shape's as torch.Size's; "
     "torch.fx generates a lazy graph module's code natively; a custom Function's C apply (torch >= 2.13) "
     "reaches its lookaside, and Dynamo's autograd_function_apply its lookaside in torch >= 2.12's form",
     why=(
@@ -79,7 +80,7 @@ def _lookaside_map(original):
         lookasides[fn] = interpreter_needs_wrap(partial(_min_max_of_two_numbers, fn, op))
     lookasides[torch.sym_sum] = interpreter_needs_wrap(sym_sum)
     for fn in (str, repr, ascii, format):
-        lookasides[fn] = interpreter_needs_wrap(partial(_text_of_python_value, fn))
+        lookasides[fn] = _text_lookaside(fn)
     lookasides[type] = interpreter_needs_wrap(_python_type)
     lookasides[getattr] = _tensor_introspection(original[getattr])
     if isinstance in original:
@@ -221,11 +222,42 @@ def _min_max_of_two_numbers(builtin, op, *args, **kwargs):
     return builtin(*args, **kwargs)
 
 
-def _text_of_python_value(builtin, *args, **kwargs):
-    """``str``/``repr``/``ascii``/``format`` (f-strings too) of a symbolic number: its digits, the value pinned."""
+def _text_lookaside(builtin):
+    """``str``/``repr``/``ascii``/``format`` (f-strings too) as eager Python shows the value: the digits of the
+    symbolic numbers in it (values pinned), and a tensor's ``shape`` (a tuple in traced code) as a ``torch.Size``."""
+    shown = interpreter_needs_wrap(partial(_text_of_python_value, builtin, None))
+    shown_as_size = interpreter_needs_wrap(partial(_text_of_python_value, builtin, torch.Size))
+
+    def text(*args, **kwargs):
+        return (shown_as_size if args and _is_tensor_shape(args[0]) else shown)(*args, **kwargs)
+
+    return text
+
+
+def _is_tensor_shape(wrapped) -> bool:
+    provenance = getattr(wrapped, "provenance", None)
+    return (
+        type(unwrap(wrapped)) is tuple
+        and provenance is not None
+        and provenance.inst is PseudoInst.LOAD_ATTR
+        and provenance.inputs[1].value == "shape"
+    )
+
+
+def _text_of_python_value(builtin, container, *args, **kwargs):
     if args:
-        args = (guard_recorder.python_value(args[0]), *args[1:])
+        value = _python_values(args[0])
+        args = (value if container is None else container(value), *args[1:])
     return builtin(*args, **kwargs)
+
+
+def _python_values(x):
+    """``x`` with the symbolic numbers in it (in tuples, lists and dicts) replaced by their pinned values."""
+    if type(x) in (tuple, list):
+        return type(x)(_python_values(item) for item in x)
+    if type(x) is dict:
+        return {key: _python_values(value) for key, value in x.items()}
+    return guard_recorder.python_value(x)
 
 
 def _tensor_introspection(lookaside):
