@@ -106,6 +106,29 @@ for _name, _symbolic in (("chunk", _symbolic_chunk), ("split", _symbolic_split))
     )(_replacing_under_symbolic_values(_symbolic))
 
 
+@patch(
+    "thunder.torch:unflatten.meta",
+    summary="unflatten infers its -1 size from the unflattened dim, as torch does",
+    why=(
+        "0.2.6 hands the -1 to a view of the whole tensor, which cannot infer it when another dim is 0: "
+        "`x.unflatten(1, (2, -1))` of a tensor with no rows failed (either cache) where torch returns one."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _unflatten_meta(original):
+    @functools.wraps(original)
+    def unflatten(a, /, dim, sizes):
+        sizes = tuple(sizes)
+        holes = [i for i, s in enumerate(sizes) if isinstance(s, int) and s == -1]
+        known = functools.reduce(lambda p, s: p * s, (s for i, s in enumerate(sizes) if i not in holes), 1)
+        if len(holes) != 1 or not isinstance(a, TensorProxy) or a.ndim == 0 or isinstance(known, int) and known == 0:
+            return original(a, dim, sizes)  # its result, or its error
+        length = a.shape[utils.canonicalize_dim(a.ndim, dim)]
+        return original(a, dim, sizes[: holes[0]] + (length // known,) + sizes[holes[0] + 1 :])
+
+    return unflatten
+
+
 def _shape_rule(rule):
     """A fallback op's symbolic output shape by ``rule``; dtype, device and a check of the sizes by the op's
     fake run on the traced values, not pinned (torch runs the op itself, so its errors stay eager's)."""
