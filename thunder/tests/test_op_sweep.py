@@ -5,7 +5,8 @@ and ordinary ones: every call thunder completes must return eager's values, shap
 numbers; an error is accepted only where ``THUNDER_REFUSES`` lists it, and each listed refusal must still
 happen (the list cannot go stale). The gradient sweep does the same for x's gradient. Found this way: an
 ``arange`` of length 0 was 0-d (``torch.arange(k).shape`` was ``()``), a tensor's ``%`` failed, ``nll_loss``
-could not be differentiated, ``unflatten`` of a tensor without rows failed and ``str(x.shape)`` showed proxies.
+failed (and could not be differentiated), ``unflatten`` of a tensor without rows failed and
+``str(x.shape)`` showed proxies.
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ EXPRESSIONS = {
     "linear": lambda x, k: F.linear(x, x),
     "softmax over rows": lambda x, k: F.softmax(x, 0),
     "layer_norm": lambda x, k: F.layer_norm(x, x.shape[1:]),
+    "nll_loss": lambda x, k: F.nll_loss(F.log_softmax(x, 1), torch.arange(x.shape[0]) % 3) if x.shape[1] else x,
+    "nll_loss, summed": lambda x, k: F.nll_loss(x, torch.zeros(x.shape[0]).long(), reduction="sum"),
     "embedding": lambda x, k: F.embedding(torch.arange(k) % 2, x) if x.shape[0] > 1 else x,
     "searchsorted": lambda x, k: torch.searchsorted(torch.arange(5.0), x),
     "bucketize": lambda x, k: torch.bucketize(x, torch.arange(3.0)),

@@ -1,4 +1,5 @@
-"""Patches of ``thunder/executors/torchex.py``: the torch executor runs grouped matmuls (MoE experts) and sigmoid."""
+"""Patches of ``thunder/executors/torchex.py``: the torch executor runs grouped matmuls (MoE experts), sigmoid and
+nll_loss."""
 
 from __future__ import annotations
 
@@ -19,24 +20,35 @@ def grouped_mm_executable(a, b, offsets=None, bias=None, dtype=None) -> bool:
     return a.dtype in supported and b.dtype == a.dtype
 
 
+def _with_ignore_index(transform):
+    """The torch executor's nll_loss ``transform`` handing torch its default ignore_index (-100) for None."""
+
+    def nll_loss(a, /, target, weight=None, ignore_index=None, reduction="mean"):
+        return transform(a, target, weight, -100 if ignore_index is None else ignore_index, reduction)
+
+    return nll_loss
+
+
 @patch(
     "thunder.executors.torchex:ex._implmap",
     summary=(
         "the torch executor's checker of _grouped_mm takes ltorch._grouped_mm's arguments (float32 on CPU); "
-        "it runs torch.sigmoid as one call"
+        "it runs torch.sigmoid as one call, and nll_loss without an ignore_index"
     ),
     why=(
         "0.2.6's checker takes three arguments while ltorch._grouped_mm's bound symbols pass five, so any "
         "program with torch._grouped_mm (routed MoE experts) failed with a TypeError before running. "
         "0.2.6 has no torch implementation of sigmoid: it ran as neg, exp, add and reciprocal, four calls "
-        "(and three intermediate tensors) where eager makes one."
+        "(and three intermediate tensors) where eager makes one. Its nll_loss hands torch the ignore_index=None "
+        "that ltorch.nll_loss records when none is given, which torch refuses: `F.nll_loss(logp, target)` failed "
+        "for every call without grad (either cache)."
     ),
 )
 def _implmap(original):
     from thunder.core import prims
     from thunder.core.proxies import TensorProxy
     from thunder.executors import torchex
-    from thunder.torch import _grouped_mm, sigmoid
+    from thunder.torch import _grouped_mm, nll_loss, sigmoid
 
     fixed = dict(original)
     if sigmoid.id not in fixed:
@@ -53,4 +65,12 @@ def _implmap(original):
                 execution_transform=info.execution_transform,
                 grad_transform=info.grad_transform,
             )
+    info = original.get(nll_loss.id)
+    if info is not None and info.execution_transform is not None:
+        fixed[nll_loss.id] = ImplInfo(
+            symbol=info.symbol,
+            checker=info.checker,
+            execution_transform=_with_ignore_index(info.execution_transform),
+            grad_transform=info.grad_transform,
+        )
     return fixed
