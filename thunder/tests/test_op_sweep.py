@@ -6,7 +6,7 @@ numbers; an error is accepted only where ``THUNDER_REFUSES`` lists it, and each 
 happen (the list cannot go stale). The gradient sweep does the same for x's gradient. Found this way: an
 ``arange`` of length 0 was 0-d (``torch.arange(k).shape`` was ``()``), a tensor's ``%`` failed, ``nll_loss``
 failed (and could not be differentiated), ``unflatten`` of a tensor without rows failed and
-``str(x.shape)`` showed proxies.
+``str(x.shape)`` showed proxies, and ``.values`` of topk, sort or max over a dim failed.
 """
 
 from __future__ import annotations
@@ -50,6 +50,12 @@ EXPRESSIONS = {
     "amax": lambda x, k: x.amax(1) if x.shape[1] else x,
     "argmax": lambda x, k: x.argmax(1) if x.shape[1] else x,
     "cumsum": lambda x, k: torch.cumsum(x, 0),
+    # named tuples (torch.return_types)
+    "topk values": lambda x, k: torch.topk(x, min(2, x.shape[1])).values,
+    "max over a dim": lambda x, k: x.max(1) if x.shape[1] else x,
+    "sort's indices": lambda x, k: x.sort(0).indices,
+    "min unpacked": lambda x, k: (lambda v, i: v * i)(*torch.min(x, 0)) if x.shape[0] else x,
+    "a named tuple into cat": lambda x, k: torch.cat(x.sort(1), 1),
     "cumprod": lambda x, k: torch.cumprod(x, 1),
     "logcumsumexp": lambda x, k: torch.logcumsumexp(x, 0),
     # shapes and views
@@ -208,6 +214,8 @@ GRADIENTS = {
     "advanced indexing": lambda x: x[[0, 2]][:, [1, 3]],
     "select_scatter": lambda x: torch.select_scatter(x, x[0] * 2, 0, 1),
     "modulo": lambda x: x % 0.7,
+    "topk values": lambda x: x.topk(2, 1).values,
+    "sorted rows": lambda x: x.sort(0, descending=True).values * 2,
 }
 
 

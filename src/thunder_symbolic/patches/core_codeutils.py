@@ -1,19 +1,69 @@
-"""Patches of ``thunder/core/codeutils.py``: printing a trace is not an observation of the program."""
+"""Patches of ``thunder/core/codeutils.py``: printing a trace is not an observation of the program, and torch's
+named tuples print as Python that builds them."""
 
 from __future__ import annotations
+
+import functools
 
 from thunder_symbolic._registry import patch
 from thunder_symbolic.guards import recorder as guard_recorder
 
-for _name in ("prettyprint", "is_printable"):
-    patch(
-        f"thunder.core.codeutils:{_name}",
-        summary=f"{_name} runs with guard recording paused",
-        why=(
-            "Generating a trace's Python source hashes and converts the numbers it prints; while a backward "
-            "is built under symbolic values that looked like the backward depending on their values, and "
-            "pinned the program to the first input's sizes."
-        ),
-        upstream="Lightning-AI/lightning-thunder#463",
-    )(guard_recorder.unobserved)
-del _name
+_OBSERVATION = dict(
+    why=(
+        "Generating a trace's Python source hashes and converts the numbers it prints; while a backward "
+        "is built under symbolic values that looked like the backward depending on their values, and "
+        "pinned the program to the first input's sizes."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+
+patch(
+    "thunder.core.codeutils:is_printable", summary="is_printable runs with guard recording paused", **_OBSERVATION
+)(guard_recorder.unobserved)
+
+
+@patch(
+    "thunder.core.codeutils:prettyprint",
+    summary="prettyprint runs with guard recording paused; a torch.return_types named tuple prints as "
+    "`torch.return_types.topk((t0, t1))`",
+    why=_OBSERVATION["why"]
+    + " A named tuple (the result of torch.topk, sort, max with a dim...) printed as its repr, "
+    "`torch.return_types.topk(values=t0, indices=t1)`, which is not how one is built: a trace passing or "
+    "returning one failed with \"structseq() missing required argument 'sequence'\".",
+    upstream=_OBSERVATION["upstream"],
+)
+def _prettyprint(original):
+    unobserved = guard_recorder.unobserved(original)
+
+    @functools.wraps(original)
+    def prettyprint(x, **kwargs):
+        if not _holds_structseq(x):
+            return unobserved(x, **kwargs)
+        return _print_containers(x, functools.partial(unobserved, **kwargs))
+
+    return prettyprint
+
+
+def _is_structseq(x) -> bool:
+    return isinstance(x, tuple) and type(x).__module__ == "torch.return_types"
+
+
+def _holds_structseq(x) -> bool:
+    if _is_structseq(x):
+        return True
+    if type(x) in (tuple, list):
+        return any(_holds_structseq(item) for item in x)
+    return type(x) is dict and any(_holds_structseq(item) for item in x.values())
+
+
+def _print_containers(x, print_leaf) -> str:
+    """``x``'s source, the tuples, lists and dicts holding a named tuple printed here, the rest by thunder."""
+    if not _holds_structseq(x):
+        return print_leaf(x)
+    if type(x) is dict:
+        return "{" + ", ".join(f"{print_leaf(k)}: {_print_containers(v, print_leaf)}" for k, v in x.items()) + "}"
+    items = ", ".join(_print_containers(item, print_leaf) for item in x)
+    if type(x) is list:
+        return f"[{items}]"
+    tuple_source = f"({items},)" if len(x) == 1 else f"({items})"
+    return f"torch.return_types.{type(x).__name__}({tuple_source})" if _is_structseq(x) else tuple_source

@@ -6,6 +6,7 @@ import builtins
 import functools
 import operator
 from functools import partial
+from typing import Any
 
 import torch
 from thunder.core import compile_data
@@ -132,14 +133,18 @@ def _autograd_function_apply_without_ctx(lookaside):
 @patch(
     "thunder.core.jit_ext:general_jit_lookaside",
     summary="notes where traced code calls a mutating method (append, update, __setitem__...) of a container "
-    "read from the inputs or globals; a torch.device index is pinned",
+    "read from the inputs or globals; a torch.device index is pinned; torch.topk, sort, max/min with a dim... "
+    "return torch's named tuples",
     why=(
         "A trace that changes such a container is refused; the error names the statement that changed it. "
-        "`torch.device('cuda', rank)` bakes the index into the trace, unguarded under symbolic values."
+        "`torch.device('cuda', rank)` bakes the index into the trace, unguarded under symbolic values. thunder's "
+        "operators return plain tuples: `torch.topk(x, 2).values` and `x.max(1).indices` failed (either cache)."
     ),
     upstream=UPSTREAM,
 )
 def _general_jit_lookaside(original):
+    structseqs = _structseqs_by_id()
+
     def general_jit_lookaside(fn, *args, **kwargs):
         read = value_guards.current()
         if read is not None and read.watched:
@@ -147,7 +152,11 @@ def _general_jit_lookaside(original):
         if fn is torch.device:  # thunder bakes the index in (and pins it itself only under constant values)
             for arg in (*args, *kwargs.values()):
                 guard_recorder.python_value(unwrap(arg))
-        return original(fn, *args, **kwargs)
+        lookaside = original(fn, *args, **kwargs)
+        known = structseqs.get(id(fn))
+        if known is not None and known[0] is fn and callable(lookaside):
+            return _returning_structseq(lookaside, known[1])
+        return lookaside
 
     return general_jit_lookaside
 
@@ -190,6 +199,39 @@ def _refuse_root_setattr(lookaside):
         return lookaside(obj, name, value)
 
     return object_setattr_lookaside
+
+
+def _structseqs_by_id() -> dict[int, tuple[Any, type]]:
+    """The torch functions whose eager result is a named tuple (``torch.return_types``: ``torch.topk``,
+    ``Tensor.sort``, ``torch.max`` with a dim...) and the thunder operators they map to, by ``id`` (thunder's
+    symbols hash by their fields): ``id -> (function, named tuple type)``."""
+    from thunder.torch import _torch_to_thunder_function_map as thunder_operators
+
+    found = {}
+    for name in dir(torch.return_types):
+        structseq = getattr(torch.return_types, name)
+        if not (isinstance(structseq, type) and hasattr(structseq, "n_fields")):
+            continue
+        owner, attribute = (torch.linalg, name.removeprefix("linalg_")) if name.startswith("linalg_") else (torch, name)
+        for fn in (getattr(owner, attribute, None), getattr(torch.Tensor, name, None)):
+            if fn is not None and fn in thunder_operators:
+                for key in (fn, thunder_operators[fn]):
+                    found[id(key)] = (key, structseq)
+    return found
+
+
+def _returning_structseq(lookaside, structseq):
+    """thunder's operators return plain tuples: ``torch.topk(x, 2).values`` failed ('tuple' object has no
+    attribute 'values'); the tuple becomes the named tuple eager returns."""
+
+    def structseq_lookaside(*args, **kwargs):
+        result = lookaside(*args, **kwargs)
+        value = unwrap(result)
+        if type(value) is tuple and len(value) == structseq.n_fields:
+            return wrap(structseq(value), provenance=result.provenance)
+        return result
+
+    return structseq_lookaside
 
 
 def _dtensor_aware_isinstance(lookaside):
