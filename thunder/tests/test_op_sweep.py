@@ -6,7 +6,7 @@ numbers; an error is accepted only where ``THUNDER_REFUSES`` lists it, and each 
 happen (the list cannot go stale). The gradient sweep does the same for x's gradient. Found this way: an
 ``arange`` of length 0 was 0-d (``torch.arange(k).shape`` was ``()``), a tensor's ``%`` failed, ``nll_loss``
 failed (and could not be differentiated), ``unflatten`` of a tensor without rows failed and
-``str(x.shape)`` showed proxies, and ``.values`` of topk, sort or max over a dim failed.
+``str(x.shape)`` showed proxies, ``.values`` of topk, sort or max over a dim failed, and so did var/std's ``unbiased=``.
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ EXPRESSIONS = {
     "sum of halves": lambda x, k: x.half().sum(),
     "std(0)": lambda x, k: x.std(0),
     "var without correction": lambda x, k: x.var(1, correction=0),
+    "var with unbiased": lambda x, k: x.var(1, unbiased=False),
+    "std in its older form": lambda x, k: torch.std(x, 0, True, True),
+    "var_mean with unbiased": lambda x, k: torch.var_mean(x, unbiased=False),
     "vector_norm": lambda x, k: torch.linalg.vector_norm(x, dim=1),
     "norm": lambda x, k: x.norm(),
     "amax": lambda x, k: x.amax(1) if x.shape[1] else x,
@@ -173,6 +176,7 @@ GRADIENTS = {
     "normalize": lambda x: F.normalize(x, dim=1),
     "var": lambda x: x.var(1),
     "std without correction": lambda x: x.std(0, correction=0),
+    "std with unbiased": lambda x: x.std(1, unbiased=False),
     "logsumexp": lambda x: x.logsumexp(1),
     "log_softmax": lambda x: F.log_softmax(x, 1),
     "gelu (tanh)": lambda x: F.gelu(x, approximate="tanh"),

@@ -134,16 +134,18 @@ def _autograd_function_apply_without_ctx(lookaside):
     "thunder.core.jit_ext:general_jit_lookaside",
     summary="notes where traced code calls a mutating method (append, update, __setitem__...) of a container "
     "read from the inputs or globals; a torch.device index is pinned; torch.topk, sort, max/min with a dim... "
-    "return torch's named tuples",
+    "return torch's named tuples; var/std's `unbiased` is their `correction`",
     why=(
         "A trace that changes such a container is refused; the error names the statement that changed it. "
         "`torch.device('cuda', rank)` bakes the index into the trace, unguarded under symbolic values. thunder's "
-        "operators return plain tuples: `torch.topk(x, 2).values` and `x.max(1).indices` failed (either cache)."
+        "operators return plain tuples: `torch.topk(x, 2).values` and `x.max(1).indices` failed (either cache), "
+        "and take only `correction`: `x.var(1, unbiased=False)` failed."
     ),
     upstream=UPSTREAM,
 )
 def _general_jit_lookaside(original):
     structseqs = _structseqs_by_id()
+    takes_unbiased = _var_std_by_id()
 
     def general_jit_lookaside(fn, *args, **kwargs):
         read = value_guards.current()
@@ -153,10 +155,12 @@ def _general_jit_lookaside(original):
             for arg in (*args, *kwargs.values()):
                 guard_recorder.python_value(unwrap(arg))
         lookaside = original(fn, *args, **kwargs)
+        if not callable(lookaside):
+            return lookaside
+        if takes_unbiased.get(id(fn)) is fn:
+            return _taking_unbiased(lookaside)
         known = structseqs.get(id(fn))
-        if known is not None and known[0] is fn and callable(lookaside):
-            return _returning_structseq(lookaside, known[1])
-        return lookaside
+        return _returning_structseq(lookaside, known[1]) if known is not None and known[0] is fn else lookaside
 
     return general_jit_lookaside
 
@@ -201,23 +205,62 @@ def _refuse_root_setattr(lookaside):
     return object_setattr_lookaside
 
 
-def _structseqs_by_id() -> dict[int, tuple[Any, type]]:
-    """The torch functions whose eager result is a named tuple (``torch.return_types``: ``torch.topk``,
-    ``Tensor.sort``, ``torch.max`` with a dim...) and the thunder operators they map to, by ``id`` (thunder's
-    symbols hash by their fields): ``id -> (function, named tuple type)``."""
+def _with_thunder_operators(fns) -> list:
+    """``fns`` (torch functions and tensor methods) that thunder traces, and the thunder operators they map to."""
     from thunder.torch import _torch_to_thunder_function_map as thunder_operators
 
+    return [key for fn in fns if fn in thunder_operators for key in (fn, thunder_operators[fn])]
+
+
+def _structseqs_by_id() -> dict[int, tuple[Any, type]]:
+    """The torch functions whose eager result is a named tuple (``torch.return_types``: ``torch.topk``,
+    ``Tensor.sort``, ``torch.max`` with a dim...) and their thunder operators, by ``id`` (thunder's symbols
+    hash by their fields): ``id -> (function, named tuple type)``."""
     found = {}
     for name in dir(torch.return_types):
         structseq = getattr(torch.return_types, name)
         if not (isinstance(structseq, type) and hasattr(structseq, "n_fields")):
             continue
         owner, attribute = (torch.linalg, name.removeprefix("linalg_")) if name.startswith("linalg_") else (torch, name)
-        for fn in (getattr(owner, attribute, None), getattr(torch.Tensor, name, None)):
-            if fn is not None and fn in thunder_operators:
-                for key in (fn, thunder_operators[fn]):
-                    found[id(key)] = (key, structseq)
+        fns = (getattr(owner, attribute, None), getattr(torch.Tensor, name, None))
+        for key in _with_thunder_operators(fn for fn in fns if fn is not None):
+            found[id(key)] = (key, structseq)
     return found
+
+
+def _var_std_by_id() -> dict[int, Any]:
+    names = ("var", "std", "var_mean", "std_mean")
+    fns = (getattr(owner, name) for name in names for owner in (torch, torch.Tensor) if hasattr(owner, name))
+    return {id(key): key for key in _with_thunder_operators(fns)}
+
+
+def _taking_unbiased(lookaside):
+    def unbiased_lookaside(*args, **kwargs):
+        args, kwargs = _unbiased_as_correction(args, kwargs)
+        return lookaside(*args, **kwargs)
+
+    return unbiased_lookaside
+
+
+def _unbiased_as_correction(args, kwargs) -> tuple[tuple, dict]:
+    """torch's older forms of var/std (``var(x, unbiased)``, ``var(x, dim, unbiased, keepdim)``,
+    ``unbiased=``) in the form thunder's operators take (``correction=``)."""
+
+    def is_bool(wrapped) -> bool:
+        return algebra.python_type(unwrap(wrapped)) is bool
+
+    if "unbiased" in kwargs:
+        kwargs = dict(kwargs)
+        unbiased = kwargs.pop("unbiased")
+    elif len(args) == 2 and is_bool(args[1]):
+        args, unbiased = args[:1], args[1]
+    elif len(args) in (3, 4) and is_bool(args[2]):
+        if len(args) == 4:
+            kwargs = {**kwargs, "keepdim": args[3]}
+        args, unbiased = args[:2], args[2]
+    else:
+        return args, kwargs
+    return args, {**kwargs, "correction": wrap_const(int(guard_recorder.python_value(unwrap(unbiased))))}
 
 
 def _returning_structseq(lookaside, structseq):
