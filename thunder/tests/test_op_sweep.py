@@ -123,7 +123,7 @@ EXPRESSIONS = {
     # what Python reads of a tensor
     "numel": lambda x, k: x.numel() * torch.ones(1),
     # (a size returned from the program is a tuple, not a torch.Size, under either cache)
-    "dim and size": lambda x, k: (x.dim(), tuple(x.size()), x.size(-1), len(x), x.nelement(), str(x.shape)),
+    "dim and size": lambda x, k: (str(x.size()), x.dim(), tuple(x.size()), x.size(-1), len(x), str(x.shape)),
     "dtype reads": lambda x, k: (x.dtype, x.is_floating_point(), x.element_size()),
     "is_contiguous": lambda x, k: x.is_contiguous(),
 }

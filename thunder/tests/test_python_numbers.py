@@ -59,7 +59,8 @@ def test_text_of_shapes_and_containers_gives_the_digits():
     without pinning them, and a shape as a tuple under either cache; eager shows 'torch.Size([6, 3])'."""
 
     def f(t, n):
-        return str(t.shape), f"{t.shape}", repr(list(t.shape)), str({"n": n, "dims": (n, t.shape[1])})
+        sizes = str(t.size()), str(tuple(t.size())), t.size().numel() * t  # before any t.shape
+        return *sizes, str(t.shape), f"{t.shape}", repr(list(t.shape)), str({"n": n, "dims": (n, t.shape[1])})
 
     check_against_eager(f, [(x(6), 10), (x(3), 11), (x(6), 10)], compiles=2)
 

@@ -9,7 +9,7 @@ from functools import partial
 from typing import Any
 
 import torch
-from thunder.core import compile_data
+from thunder.core import compile_data, prims
 from thunder.core.interpreter import (
     INTERPRETER_CALLBACKS,
     INTERPRETER_SIGNALS,
@@ -57,7 +57,7 @@ class _LookasideMap(dict):
     "symbolic; isinstance(dtensor, DTensor) is True for DTensor proxies; setting an attribute of the jitted "
     "function or module itself is refused with an error naming the statement; in user code, type() and "
     "isinstance() of a symbolic number answer with its Python type, str/repr/format give its digits (pinned), "
-    "in containers too, and a shape's as torch.Size's; "
+    "in containers too, and a shape's (x.shape, x.size()) as torch.Size's; "
     "torch.fx generates a lazy graph module's code natively; a custom Function's C apply (torch >= 2.13) "
     "reaches its lookaside, and Dynamo's autograd_function_apply its lookaside in torch >= 2.12's form",
     why=(
@@ -320,13 +320,15 @@ def _text_lookaside(builtin):
 
 
 def _is_tensor_shape(wrapped) -> bool:
+    """Whether ``wrapped`` is a tensor's ``shape`` or ``size()`` (a ``torch.Size`` in eager, a tuple here)."""
     provenance = getattr(wrapped, "provenance", None)
-    return (
-        type(unwrap(wrapped)) is tuple
-        and provenance is not None
-        and provenance.inst is PseudoInst.LOAD_ATTR
-        and provenance.inputs[1].value == "shape"
-    )
+    if type(unwrap(wrapped)) is not tuple or provenance is None or not provenance.inputs:
+        return False
+    if provenance.inst is PseudoInst.LOAD_ATTR:
+        return provenance.inputs[1].value == "shape"
+    # x.size() returns what the shape primitive does
+    called = getattr(provenance.inputs[0], "value", None)
+    return provenance.inst is PseudoInst.OPAQUE and getattr(called, "__wrapped__", called) is prims.shape
 
 
 def _text_of_python_value(builtin, container, *args, **kwargs):
@@ -346,21 +348,15 @@ def _python_values(x):
 
 
 def _tensor_introspection(lookaside):
-    """``x.shape.numel()`` (traced code sees a tensor's shape as a tuple, which has no ``numel``) and
-    ``x.is_contiguous()`` of input tensors."""
+    """``x.shape.numel()`` and ``x.size().numel()`` (traced code sees a tensor's shape as a tuple, which has no
+    ``numel``) and ``x.is_contiguous()`` of input tensors."""
 
     def getattr_lookaside(obj, name, *default):
-        shape, provenance = unwrap(obj), obj.provenance
-        if unwrap(name) == "is_contiguous" and isinstance(shape, TensorProxy) and value_guards.current():
+        value = unwrap(obj)
+        if unwrap(name) == "is_contiguous" and isinstance(value, TensorProxy) and value_guards.current():
             return wrap_const(_input_contiguity(obj))
-        if (
-            unwrap(name) == "numel"
-            and type(shape) is tuple
-            and provenance.inst is PseudoInst.LOAD_ATTR
-            and provenance.inputs[1].value == "shape"
-            and all(isinstance(d, (int, IntegerProxy)) for d in shape)
-        ):
-            return wrap_const(partial(functools.reduce, operator.mul, shape, 1))
+        if unwrap(name) == "numel" and _is_tensor_shape(obj) and all(isinstance(d, (int, IntegerProxy)) for d in value):
+            return wrap_const(partial(functools.reduce, operator.mul, value, 1))
         return lookaside(obj, name, *default)
 
     return getattr_lookaside
