@@ -5,8 +5,9 @@ and ordinary ones: every call thunder completes must return eager's values, shap
 numbers; an error is accepted only where ``THUNDER_REFUSES`` lists it, and each listed refusal must still
 happen (the list cannot go stale). The gradient sweep does the same for x's gradient. Found this way: an
 ``arange`` of length 0 was 0-d (``torch.arange(k).shape`` was ``()``), a tensor's ``%`` failed, ``nll_loss``
-failed (and could not be differentiated), ``unflatten`` of a tensor without rows failed and
-``str(x.shape)`` showed proxies, ``.values`` of topk, sort or max over a dim failed, and so did var/std's ``unbiased=``.
+failed (and could not be differentiated), ``unflatten`` of a tensor without rows failed,
+``str(x.shape)`` showed proxies, and ``.values`` of topk, sort or max over a dim, var/std's ``unbiased=``,
+softmax over an empty dim and ``torch.full`` with a tensor failed.
 """
 
 from __future__ import annotations
@@ -110,6 +111,8 @@ EXPRESSIONS = {
     "outer": lambda x, k: torch.outer(x.flatten(), x.flatten()),
     "linear": lambda x, k: F.linear(x, x),
     "softmax over rows": lambda x, k: F.softmax(x, 0),
+    "full with a tensor": lambda x, k: torch.full((2, k), x.sum()),
+    "local_response_norm": lambda x, k: F.local_response_norm(x[None], 2),
     "layer_norm": lambda x, k: F.layer_norm(x, x.shape[1:]),
     "nll_loss": lambda x, k: F.nll_loss(F.log_softmax(x, 1), torch.arange(x.shape[0]) % 3) if x.shape[1] else x,
     "nll_loss, summed": lambda x, k: F.nll_loss(x, torch.zeros(x.shape[0]).long(), reduction="sum"),
@@ -129,10 +132,7 @@ EXPRESSIONS = {
 }
 
 # expression: the error thunder raises for at least one of CALLS, where eager returns a value
-THUNDER_REFUSES = {
-    # a reduction without an identity over an empty dim, inside softmax's decomposition
-    "softmax over rows": RuntimeError,
-}
+THUNDER_REFUSES = {}
 
 
 @pytest.mark.parametrize("name", EXPRESSIONS)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
+import inspect
+import sys
+
 import torch
 from thunder.core import compile_data
 from thunder.core.proxies import CONSTRAINT, FloatProxy, IntegerProxy, NumberProxy, TensorProxy
@@ -310,3 +315,50 @@ for _method, _op, _options in (
         replaces=True,
     )(_number_method(_op, **_options))
 del _method, _op, _options
+
+
+# Upstream functions that compare a tensor proxy's ``numel`` attribute with a number.
+_NUMEL_COMPARERS = (
+    ("thunder.torch", "_softmax"),
+    ("thunder.torch", "full"),
+    ("thunder.torch", "local_response_norm"),
+    ("thunder.core.prims", "_argmin_argmax_meta"),
+    ("thunder.core.prims", "item_meta"),
+    ("thunder.core.prims", "_multinomial_meta"),
+    ("thunder.core.prims", "take_meta"),
+    ("thunder.core.prims", "index_add_meta"),
+)
+
+
+@functools.cache
+def _numel_comparers() -> frozenset:
+    """The code objects of ``_NUMEL_COMPARERS`` (a symbol's: its meta's, unwrapped)."""
+    codes = set()
+    for module_name, name in _NUMEL_COMPARERS:
+        fn = getattr(importlib.import_module(module_name), name)
+        codes.add(inspect.unwrap(getattr(fn, "meta", fn)).__code__)
+    return frozenset(codes)
+
+
+@patch(
+    "thunder.core.proxies:TensorProxy.__getattr__",
+    summary="read by the upstream functions that compare it with a number (softmax's and full's, argmax's, "
+    "take's and index_add's checks...), a tensor's numel attribute is its element count under symbolic values",
+    why=(
+        "Under symbolic values thunder defers the count: the attribute is a function (`a.numel()` computes "
+        "it), so `a.numel == 0` was always False and `fill_value.numel != 1` always True: softmax over an "
+        "empty dim took the amax path and failed, full() refused a 0-d tensor as its fill value, and the "
+        "checks of argmax, take and index_add passed without looking. Code that calls it (`a.numel()`) "
+        "still gets the function."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _getattr(original):
+    @functools.wraps(original)
+    def __getattr__(self, attr: str, /):
+        value = original(self, attr)
+        if attr == "numel" and callable(value) and sys._getframe(1).f_code in _numel_comparers():
+            return value()
+        return value
+
+    return __getattr__
