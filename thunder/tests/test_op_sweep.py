@@ -7,7 +7,7 @@ happen (the list cannot go stale). The gradient sweep does the same for x's grad
 ``arange`` of length 0 was 0-d (``torch.arange(k).shape`` was ``()``), a tensor's ``%`` failed, ``nll_loss``
 failed (and could not be differentiated), ``unflatten`` of a tensor without rows failed,
 ``str(x.shape)`` showed proxies, and ``.values`` of topk, sort or max over a dim, var/std's ``unbiased=``,
-softmax over an empty dim and ``torch.full`` with a tensor failed.
+softmax and log_softmax over an empty dim and ``torch.full`` with a tensor failed.
 """
 
 from __future__ import annotations
@@ -111,6 +111,7 @@ EXPRESSIONS = {
     "outer": lambda x, k: torch.outer(x.flatten(), x.flatten()),
     "linear": lambda x, k: F.linear(x, x),
     "softmax over rows": lambda x, k: F.softmax(x, 0),
+    "log_softmax over rows": lambda x, k: F.log_softmax(x, 0),
     "full with a tensor": lambda x, k: torch.full((2, k), x.sum()),
     "local_response_norm": lambda x, k: F.local_response_norm(x[None], 2),
     "layer_norm": lambda x, k: F.layer_norm(x, x.shape[1:]),

@@ -129,6 +129,29 @@ def _unflatten_meta(original):
     return unflatten
 
 
+@patch(
+    "thunder.torch:logsumexp.meta",
+    summary="logsumexp over an empty dim is -inf, as torch's (log_softmax over it is empty)",
+    why=(
+        "0.2.6 subtracts the maximum first, and a maximum over an empty dim is an error: `x.logsumexp(0)` "
+        "and `F.log_softmax(x, 0)` of a tensor without rows failed (either cache) where torch returns -inf "
+        "and an empty tensor."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _logsumexp_meta(original):
+    import thunder.torch as ltorch
+
+    @functools.wraps(original)
+    def logsumexp(a, /, dim, keepdim=False):
+        dims = (dim,) if isinstance(dim, (int, NumberProxy)) else tuple(dim)
+        if isinstance(a, TensorProxy) and a.ndim and any(a.shape[utils.canonicalize_dim(a.ndim, d)] == 0 for d in dims):
+            return ltorch.log(ltorch.sum(ltorch.exp(a), dim, keepdim))  # no maximum to subtract: log(0)
+        return original(a, dim, keepdim)
+
+    return logsumexp
+
+
 def _shape_rule(rule):
     """A fallback op's symbolic output shape by ``rule``; dtype, device and a check of the sizes by the op's
     fake run on the traced values, not pinned (torch runs the op itself, so its errors stay eager's)."""
