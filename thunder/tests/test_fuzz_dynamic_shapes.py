@@ -125,6 +125,9 @@ def check_program(program: Program, arguments, *, grad: bool):
     jfn = thunder.jit(fn, cache="symbolic values")
     stats = GRADIENT_STATS if grad else STATS
     classes, shapes, eager_errors, thunder_errors = set(), set(), 0, stats["thunder_errors"]
+    # A gradient goes through decompositions that sum in another order than aten's fused kernels (16 ulps
+    # seen through log_softmax and nll_loss): gradients are compared to 1e-5, outputs to float32's defaults.
+    tolerances = {"rtol": 1e-5, "atol": 1e-5} if grad else {}
     for i, (rows, cols, k, extras) in enumerate(arguments):
         x = torch.randn(rows, cols, generator=torch.Generator().manual_seed(i))
         extra = extras.arguments(seed=i)
@@ -151,7 +154,7 @@ def check_program(program: Program, arguments, *, grad: bool):
                 raise
             stats["thunder_errors"] += 1
             continue
-        assert_same(actual, expected, path=where, equal_nan=True)
+        assert_same(actual, expected, path=where, equal_nan=True, **tolerances)
         classes.add((tuple(path), size_class(rows, cols, k), extras.python_class()))
         shapes.add((rows, cols, k, extras))
     compiles = thunder.cache_misses(jfn)
