@@ -427,12 +427,12 @@ def dynamo_graphs(compiled) -> int:
 
 def split_reasons(compiled) -> dict[str, int]:
     """Why thunderfx split the graphs, each distinct reason (node names and addresses left out) with how often
-    it occurred."""
+    it occurred: once per node (thunderfx records a node's reason each time split_module asks for its
+    partition, twice in graphs with autocast or grad-mode nodes)."""
     backend = getattr(compiled, "_backend", None)
     reasons: dict[str, int] = {}
     for info in getattr(backend, "subgraph_infos", ()):
-        for reason in info.split_reasons or ():
-            text = f"{reason.reason_type.name}: {reason.info}"
+        for text in dict.fromkeys(f"{r.reason_type.name}: {r.info}" for r in info.split_reasons or ()):
             text = re.sub(r"node with name: \S+ and |node \S+ | at 0x[0-9a-f]+", "", text)
             reasons[text] = reasons.get(text, 0) + 1
     return dict(sorted(reasons.items(), key=lambda item: -item[1]))

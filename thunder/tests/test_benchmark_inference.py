@@ -145,3 +145,18 @@ def _benchmark_module():
         sys.modules["benchmark_inference"] = module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     return sys.modules["benchmark_inference"]
+
+
+def test_split_reasons_count_each_node_once():
+    """thunderfx records a node's reason each time split_module asks for its partition: twice in a graph with
+    grad-mode or autocast nodes (the benchmark's printed 48 vmap splits for 24)."""
+    from types import SimpleNamespace
+
+    from thunder.dynamo.utils import SplitReason, SplitReasonType
+
+    def reason(node):
+        return SplitReason(SplitReasonType.MISSING_OP_SUPPORT, info=f"node with name: {node} and target: vmap")
+
+    graph = SimpleNamespace(split_reasons=[reason("a"), reason("b"), reason("a"), reason("b")])
+    compiled = SimpleNamespace(_backend=SimpleNamespace(subgraph_infos=[graph, graph]))
+    assert _benchmark_module().split_reasons(compiled) == {"MISSING_OP_SUPPORT: target: vmap": 4}
