@@ -7,7 +7,7 @@ happen (the list cannot go stale). The gradient sweep does the same for x's grad
 ``arange`` of length 0 was 0-d (``torch.arange(k).shape`` was ``()``), a tensor's ``%`` failed, ``nll_loss``
 failed (and could not be differentiated), ``unflatten`` of a tensor without rows failed,
 ``str(x.shape)`` showed proxies, and ``.values`` of topk, sort or max over a dim, var/std's ``unbiased=``,
-softmax and log_softmax over an empty dim and ``torch.full`` with a tensor failed.
+softmax and log_softmax over an empty dim, ``torch.full`` with a tensor and ``torch.eye`` failed.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ EXPRESSIONS = {
     "zeros_like with a dtype": lambda x, k: torch.zeros_like(x, dtype=torch.int32),
     "tensor of ints": lambda x, k: torch.tensor([k, k]),
     "one_hot": lambda x, k: F.one_hot(torch.arange(k) % 3, 3),
+    "eye": lambda x, k: torch.eye(x.shape[0]) @ x,
+    "eye(k, 2) of ints": lambda x, k: torch.eye(k, 2, dtype=torch.int64),
     # reductions
     "sum": lambda x, k: x.sum(),
     "sum(0)": lambda x, k: x.sum(0),

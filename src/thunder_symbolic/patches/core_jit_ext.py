@@ -34,6 +34,7 @@ from thunder_symbolic.guards import values as value_guards
 from thunder_symbolic.guards.prologue import check_dtensor_layout, check_symbolic_guards, dtensor_layout
 from thunder_symbolic.number_ops import apply_number_op, sym_sum
 from thunder_symbolic.opaque import is_opaque, opaque
+from thunder_symbolic.torch_composites import COMPOSITES
 
 UPSTREAM = "Lightning-AI/lightning-thunder#463"
 
@@ -54,10 +55,10 @@ class _LookasideMap(dict):
 @patch(
     "thunder.core.jit_ext:_general_jit_lookaside_map",
     summary="guard recorders run natively, not interpreted; min/max of two numbers and torch.sym_max/min/sum stay "
-    "symbolic; isinstance(dtensor, DTensor) is True for DTensor proxies; setting an attribute of the jitted "
-    "function or module itself is refused with an error naming the statement; in user code, type() and "
-    "isinstance() of a symbolic number answer with its Python type, str/repr/format give its digits (pinned), "
-    "in containers too, and a shape's (x.shape, x.size()) as torch.Size's; "
+    "symbolic; torch.eye is traced; isinstance(dtensor, DTensor) is True for DTensor proxies; setting an "
+    "attribute of the jitted function or module itself is refused with an error naming the statement; in user "
+    "code, type() and isinstance() of a symbolic number answer with its Python type, str/repr/format give its "
+    "digits (pinned), in containers too, and a shape's (x.shape, x.size()) as torch.Size's; "
     "torch.fx generates a lazy graph module's code natively; a custom Function's C apply (torch >= 2.13) "
     "reaches its lookaside, and Dynamo's autograd_function_apply its lookaside in torch >= 2.12's form",
     why=(
@@ -69,7 +70,8 @@ class _LookasideMap(dict):
         "`str(x.shape[0])` the proxy's description: wrong branches and strings from the first call. From torch "
         "2.12 split_module (thunderfx) builds lazy graph modules whose first call generates their code: "
         "interpreted, that failed on every graph ('MappingKeysView' has no len()); and its autograd_function_apply "
-        "lost `args_tensor_mask` (KeyError for any custom autograd.Function under thunderfx)."
+        "lost `args_tensor_mask` (KeyError for any custom autograd.Function under thunderfx). 0.2.6 has no "
+        "operator for torch.eye ('not yet supported')."
     ),
     upstream=UPSTREAM,
 )
@@ -80,6 +82,8 @@ def _lookaside_map(original):
     for fn, op in ((builtins.max, "max"), (builtins.min, "min")):
         lookasides[fn] = interpreter_needs_wrap(partial(_min_max_of_two_numbers, fn, op))
     lookasides[torch.sym_sum] = interpreter_needs_wrap(sym_sum)
+    for fn, composite in COMPOSITES.items():
+        lookasides[fn] = interpreter_needs_wrap(composite)
     for fn in (str, repr, ascii, format):
         lookasides[fn] = _text_lookaside(fn)
     lookasides[type] = interpreter_needs_wrap(_python_type)
