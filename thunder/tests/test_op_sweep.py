@@ -7,7 +7,7 @@ happen (the list cannot go stale). The gradient sweep does the same for x's grad
 ``arange`` of length 0 was 0-d (``torch.arange(k).shape`` was ``()``), a tensor's ``%`` failed, ``nll_loss``
 failed (and could not be differentiated), ``unflatten`` of a tensor without rows failed,
 ``str(x.shape)`` showed proxies, and ``.values`` of topk, sort or max over a dim, var/std's ``unbiased=``,
-softmax and log_softmax over an empty dim, ``torch.full`` with a tensor and ``torch.eye`` failed.
+softmax and log_softmax over an empty dim, ``torch.full`` with a tensor, ``torch.eye`` and ``fill_`` failed.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ EXPRESSIONS = {
     "full_like": lambda x, k: torch.full_like(x, k),
     "zeros_like with a dtype": lambda x, k: torch.zeros_like(x, dtype=torch.int32),
     "tensor of ints": lambda x, k: torch.tensor([k, k]),
+    "empty filled": lambda x, k: torch.empty(x.shape[0], x.shape[0]).fill_(float("-inf")).triu(1),
+    "fill_ with a tensor": lambda x, k: torch.empty(k, 2).fill_(x.sum()),
     "one_hot": lambda x, k: F.one_hot(torch.arange(k) % 3, 3),
     "eye": lambda x, k: torch.eye(x.shape[0]) @ x,
     "eye(k, 2) of ints": lambda x, k: torch.eye(k, 2, dtype=torch.int64),
@@ -163,6 +165,12 @@ def test_an_operation_matches_eager_on_edge_shapes(name):
     assert refused or name not in THUNDER_REFUSES, f"thunder no longer refuses {name}: remove it from THUNDER_REFUSES"
 
 
+def _assign_a_row(x):
+    y = x * 2
+    y[0] = y[0] * 3
+    return y
+
+
 def _in_place_on_a_view(x):
     y = x * 1
     y[:, 0] += x.sum(1)
@@ -222,6 +230,8 @@ GRADIENTS = {
     "select_scatter": lambda x: torch.select_scatter(x, x[0] * 2, 0, 1),
     "modulo": lambda x: x % 0.7,
     "topk values": lambda x: x.topk(2, 1).values,
+    "assignment to a row": _assign_a_row,
+    "fill_ with a tensor": lambda x: torch.zeros(x.shape).fill_(x.sum()) * x,
     "sorted rows": lambda x: x.sort(0, descending=True).values * 2,
 }
 
@@ -237,7 +247,9 @@ def test_a_gradient_matches_eager(name):
             leaf = x.clone().requires_grad_()
             out = f(leaf)
             cotangent = torch.randn(out.shape, generator=torch.Generator().manual_seed(9), dtype=out.dtype)
-            results.append((out.detach(), torch.autograd.grad(out, leaf, cotangent)[0]))
+            value = out.detach().clone()  # before the backward runs (it could write into the output)
+            results.append((value, torch.autograd.grad(out, leaf, cotangent)[0]))
         torch.testing.assert_close(
             results[1], results[0], rtol=1e-4, atol=1e-4, msg=lambda m: f"{name}, {rows} rows: {m}"
         )
+
