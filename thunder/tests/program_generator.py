@@ -8,13 +8,13 @@ calls. It applies a list of statements to ``y`` (always 2-D) and returns tensors
 statements make Python look at a symbolic number (list indices, f-string keys, str, a fallback op, a max
 of an int and a float, isinstance/type), others take gradients 0.2.6 got wrong or could not take (a 0-d
 operand, index_put's values, list-taking fallback ops, an empty arange, `%`, nll_loss), read a named
-tuple's fields (``.values``) or use torch's older argument forms (``unbiased=``). Control-flow
-statements come in two spellings: the plain one that thunder traces, and an instrumented one that records
-each decision (and each value Python read) in ``path``, so that running the instrumented program eagerly
-tells which control-flow path an argument set takes. The instrumented spelling also records, after each
-statement, whether each dim of ``y`` is 0, 1 or more: thunder legitimately specializes on intermediate
-sizes of 0 and 1 (broadcasting, empty slices), so these belong to the path too. Failures shrink to a short
-program, printed as runnable Python.
+tuple's fields (``.values``), use torch's older argument forms (``unbiased=``) or update a view in place
+and assign it back. Control-flow statements come in two spellings: the plain one that thunder traces, and
+an instrumented one that records each decision (and each value Python read) in ``path``, so that running
+the instrumented program eagerly tells which control-flow path an argument set takes. The instrumented
+spelling also records, after each statement, whether each dim of ``y`` is 0, 1 or more: thunder
+legitimately specializes on intermediate sizes of 0 and 1 (broadcasting, empty slices), so these belong
+to the path too. Failures shrink to a short program, printed as runnable Python.
 """
 
 from __future__ import annotations
@@ -106,6 +106,9 @@ STRAIGHT = [
     "y = y.sort(0, descending=True).values + y.max(1, keepdim=True).values * y.topk(1).indices",
     # torch's older argument forms, which thunder's operators do not take.
     "y = y - y.var(1, keepdim=True, unbiased=False) + torch.std(y, 0, True, True)",
+    # In-place updates: of a view assigned back (differentiated), of a new tensor (fill_).
+    "y = y * 1; y[:, :1] += y[:, -1:] * 2",
+    "y = y + torch.empty(y.shape).fill_(0.5) + torch.eye(y.shape[0], y.shape[1])",
     # Python values: each decides the program by identity, type, length, keys or bits.
     "y = y * 2 if n is None else y + n",
     "y = y if mask is None else y + mask.sum()",
