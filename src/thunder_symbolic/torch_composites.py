@@ -24,7 +24,7 @@ def eye(n, m=None, *, out=None, dtype=None, layout=torch.strided, device=None, r
     utils.check(m >= 0, lambda: f"m must be greater or equal to 0, got {getattr(m, 'value', m)}")
     rows = ltorch.unsqueeze(ltorch.arange(n, device=device), 1)
     columns = ltorch.unsqueeze(ltorch.arange(m, device=device), 0)
-    return ltorch.to(ltorch.eq(rows, columns), dtype if dtype is not None else torch.get_default_dtype())
+    return ltorch.to(ltorch.eq(rows, columns), ltorch.maybe_get_default_dtype(dtype))
 
 
 COMPOSITES = {torch.eye: eye}

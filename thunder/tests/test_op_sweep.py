@@ -38,6 +38,7 @@ EXPRESSIONS = {
     "tensor of ints": lambda x, k: torch.tensor([k, k]),
     "empty filled": lambda x, k: torch.empty(x.shape[0], x.shape[0]).fill_(float("-inf")).triu(1),
     "fill_ with a tensor": lambda x, k: torch.empty(k, 2).fill_(x.sum()),
+    "fill_ with a 1-D tensor": lambda x, k: torch.empty(2, x.shape[1]).fill_(x.sum(0)),  # eager's error
     "one_hot": lambda x, k: F.one_hot(torch.arange(k) % 3, 3),
     "eye": lambda x, k: torch.eye(x.shape[0]) @ x,
     "eye(k, 2) of ints": lambda x, k: torch.eye(k, 2, dtype=torch.int64),
@@ -131,7 +132,9 @@ EXPRESSIONS = {
     # what Python reads of a tensor
     "numel": lambda x, k: x.numel() * torch.ones(1),
     # (a size returned from the program is a tuple, not a torch.Size, under either cache)
-    "dim and size": lambda x, k: (str(x.size()), x.dim(), tuple(x.size()), x.size(-1), len(x), str(x.shape)),
+    "dim and size": lambda x, k: (
+        str(x.size()), x.dim(), tuple(x.size()), x.size(-1), len(x), x.nelement(), str(x.shape)
+    ),
     "dtype reads": lambda x, k: (x.dtype, x.is_floating_point(), x.element_size()),
     "is_contiguous": lambda x, k: x.is_contiguous(),
 }

@@ -148,8 +148,7 @@ def _autograd_function_apply_without_ctx(lookaside):
     upstream=UPSTREAM,
 )
 def _general_jit_lookaside(original):
-    structseqs = _structseqs_by_id()
-    takes_unbiased = _var_std_by_id()
+    adapters = _adapters_by_id()
 
     def general_jit_lookaside(fn, *args, **kwargs):
         read = value_guards.current()
@@ -159,12 +158,8 @@ def _general_jit_lookaside(original):
             for arg in (*args, *kwargs.values()):
                 guard_recorder.python_value(unwrap(arg))
         lookaside = original(fn, *args, **kwargs)
-        if not callable(lookaside):
-            return lookaside
-        if takes_unbiased.get(id(fn)) is fn:
-            return _taking_unbiased(lookaside)
-        known = structseqs.get(id(fn))
-        return _returning_structseq(lookaside, known[1]) if known is not None and known[0] is fn else lookaside
+        known, adapt = adapters.get(id(fn), (None, None))
+        return adapt(lookaside) if known is fn and callable(lookaside) else lookaside
 
     return general_jit_lookaside
 
@@ -216,11 +211,12 @@ def _with_thunder_operators(fns) -> list:
     return [key for fn in fns if fn in thunder_operators for key in (fn, thunder_operators[fn])]
 
 
-def _structseqs_by_id() -> dict[int, tuple[Any, type]]:
-    """The torch functions whose eager result is a named tuple (``torch.return_types``: ``torch.topk``,
-    ``Tensor.sort``, ``torch.max`` with a dim...) and their thunder operators, by ``id`` (thunder's symbols
-    hash by their fields): ``id -> (function, named tuple type)``."""
-    found = {}
+def _adapters_by_id() -> dict[int, tuple[Any, Any]]:
+    """``id -> (function, adapter of its lookaside)`` for the torch functions (and their thunder operators:
+    thunder's symbols hash by their fields, hence ids) whose arguments or result thunder's operators take or
+    give in another form: var/std's ``unbiased``, and the named tuples of ``torch.return_types``
+    (``torch.topk``, ``Tensor.sort``, ``torch.max`` with a dim...)."""
+    adapters = {}
     for name in dir(torch.return_types):
         structseq = getattr(torch.return_types, name)
         if not (isinstance(structseq, type) and hasattr(structseq, "n_fields")):
@@ -228,14 +224,12 @@ def _structseqs_by_id() -> dict[int, tuple[Any, type]]:
         owner, attribute = (torch.linalg, name.removeprefix("linalg_")) if name.startswith("linalg_") else (torch, name)
         fns = (getattr(owner, attribute, None), getattr(torch.Tensor, name, None))
         for key in _with_thunder_operators(fn for fn in fns if fn is not None):
-            found[id(key)] = (key, structseq)
-    return found
-
-
-def _var_std_by_id() -> dict[int, Any]:
+            adapters[id(key)] = (key, partial(_returning_structseq, structseq=structseq))
     names = ("var", "std", "var_mean", "std_mean")
     fns = (getattr(owner, name) for name in names for owner in (torch, torch.Tensor) if hasattr(owner, name))
-    return {id(key): key for key in _with_thunder_operators(fns)}
+    for key in _with_thunder_operators(fns):
+        adapters[id(key)] = (key, _taking_unbiased)
+    return adapters
 
 
 def _taking_unbiased(lookaside):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+from thunder.core import utils
 from thunder.core.proxies import TensorProxy
 from thunder.core.pytree import tree_iter
 
@@ -41,5 +42,9 @@ def _fill_(a, value, /):
     import thunder.torch as ltorch
 
     if isinstance(value, TensorProxy):
+        utils.check(
+            value.ndim == 0,
+            lambda: f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions.",
+        )
         return ltorch.copy_(a, ltorch.expand(value, a.shape))
     return ltorch.copy_(a, ltorch.full_like(a, value))

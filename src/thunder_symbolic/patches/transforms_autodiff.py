@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from thunder.core import compile_data
+from thunder.core import compile_data, prims
 
 from thunder_symbolic._registry import patch
 from thunder_symbolic.guards import backward_watch
@@ -77,8 +77,6 @@ def _refuse_in_place_updates_of_views(joint_trace) -> None:
     (``y[0] = v``, and ``y[0] += v``, which updates the view and then assigns it) writes the base through
     ``copy_with_setitem``, which thunder differentiates right; a copy into a view left at that is refused.
     """
-    from thunder.core import prims
-
     made_at: dict[str, int] = {}  # a tensor's name -> where the memory it names was made
     views: set[str] = set()
     updated: dict[str, Any] = {}  # a view updated in place (not assigned back) -> the copy that did it
@@ -102,7 +100,8 @@ def _refuse_in_place_updates_of_views(joint_trace) -> None:
             updated[outs[0]] = bsym
         for out in outs:
             made_at.setdefault(out, index)
-    for bsym in updated.values():
+    if updated:
+        bsym = next(iter(updated.values()))
         line = getattr(bsym, "source_positions", None)
         filename = bsym.source_filename or ""
         where = f" at {filename}:{line.lineno}" if line and filename and "thunder_symbolic" not in filename else ""
