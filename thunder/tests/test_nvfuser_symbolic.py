@@ -10,11 +10,20 @@ import torch
 import torch.nn.functional as F
 
 import thunder
+from thunder.executors.nvfuserex import nvfuser_available
 from thunder_symbolic.testing import check_against_eager
 
 
+# nvFuser has wheels for some torch series only (requirements/torch-*.txt): without it a GPU has nothing to fuse.
+_CUDA_SKIP = (
+    "needs CUDA"
+    if not torch.cuda.is_available()
+    else None if nvfuser_available() else f"needs nvFuser (no wheel installed for torch {torch.__version__})"
+)
+
+
 @pytest.fixture(
-    params=["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))]
+    params=["cpu", pytest.param("cuda", marks=pytest.mark.skipif(_CUDA_SKIP is not None, reason=str(_CUDA_SKIP)))]
 )
 def device(request):
     return request.param
