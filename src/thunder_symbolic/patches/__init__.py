@@ -24,6 +24,7 @@ from thunder_symbolic.patches import (
     executors_nvfuserex_impl,  # noqa: F401  thunder/executors/nvfuserex_impl.py
     executors_passes,  # noqa: F401  thunder/executors/passes.py
     executors_pythonex,  # noqa: F401  thunder/executors/pythonex.py
+    executors_sdpaex,  # noqa: F401  thunder/executors/sdpaex.py
     executors_torch_compile,  # noqa: F401  thunder/executors/torch_compile.py
     executors_torchex,  # noqa: F401  thunder/executors/torchex.py
     extend_init,  # noqa: F401  thunder/extend/__init__.py

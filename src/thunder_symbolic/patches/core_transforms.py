@@ -1,4 +1,5 @@
-"""Patches of ``thunder/core/transforms.py``: grad rules that keep symbolic sizes symbolic, and missing ones."""
+"""Patches of ``thunder/core/transforms.py``: grad rules that keep symbolic sizes symbolic, and missing ones;
+the choice of an executor's gradient transform is marked for the checkers that answer it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from thunder.core.prims import PrimIDs, get_grad, put_grad
 from thunder.core.proxies import TensorProxy
 from thunder.core.transforms import put_grads, sum_to
 
+from thunder_symbolic import gradient_choice
 from thunder_symbolic._registry import patch
 from thunder_symbolic.complex_grads import RealOnlyRules
 from thunder_symbolic.fallback_grads import FallbackGradsFlattened
@@ -240,3 +242,22 @@ def _grad_fn_map(original):
 )
 def _augmented_forward_impls(original):
     return RealOnlyRules(original)
+
+
+@patch(
+    "thunder.core.transforms:_get_gradfn_and_executor",
+    summary="the executors' checkers it asks know they are asked for a gradient transform (gradient_choice)",
+    why=(
+        "0.2.6 asks the same checker whether an executor runs an operation and whether its gradient transform "
+        "differentiates it. The sdpa executor's checker answers both from fake tensors of the operands' concrete "
+        "sizes: under symbolic values on CUDA every attention without grad (inference) pinned its sequence "
+        "lengths, one program per length, though torch's own kernel choice at run time needs none of them."
+    ),
+)
+def _get_gradfn_and_executor(original):
+    @functools.wraps(original)
+    def get_gradfn_and_executor(*args, **kwargs):
+        with gradient_choice.choosing():
+            return original(*args, **kwargs)
+
+    return get_gradfn_and_executor
