@@ -7,7 +7,8 @@ happen (the list cannot go stale). The gradient sweep does the same for x's grad
 ``arange`` of length 0 was 0-d (``torch.arange(k).shape`` was ``()``), a tensor's ``%`` failed, ``nll_loss``
 failed (and could not be differentiated), ``unflatten`` of a tensor without rows failed,
 ``str(x.shape)`` showed proxies, and ``.values`` of topk, sort or max over a dim, var/std's ``unbiased=``,
-softmax and log_softmax over an empty dim, ``torch.full`` with a tensor, ``torch.eye`` and ``fill_`` failed.
+softmax and log_softmax over an empty dim, ``torch.full`` with a tensor, ``torch.eye``, ``fill_``,
+``torch._grouped_mm``'s ``offs=`` and its float16 operands failed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ import torch
 import torch.nn.functional as F
 
 from thunder_symbolic.testing import assert_same
+
+def _grouped_mm(x, dtype):
+    """x's rows in two groups, each times its own 8 x 8 matrix (columns zero-padded to 8: torch._grouped_mm takes
+    strides of 16 bytes), with torch's keyword for the offsets."""
+    a = torch.cat([x, torch.zeros(x.shape[0], 8 - x.shape[1])], 1).to(dtype)
+    b = torch.arange(128.0).reshape(2, 8, 8).to(dtype)
+    return torch._grouped_mm(a, b, offs=torch.tensor([x.shape[0] // 2, x.shape[0]], dtype=torch.int32))
+
 
 CALLS = [((3, 3), 0), ((0, 3), 2), ((1, 3), 1), ((3, 0), 0), ((4, 3), 5)]  # (x's shape, k)
 
@@ -115,6 +124,8 @@ EXPRESSIONS = {
     "matmul": lambda x, k: x @ x.T,
     "outer": lambda x, k: torch.outer(x.flatten(), x.flatten()),
     "linear": lambda x, k: F.linear(x, x),
+    "grouped matmul with offs=": lambda x, k: _grouped_mm(x, torch.float32),
+    "grouped matmul of halves": lambda x, k: _grouped_mm(x, torch.float16),
     "softmax over rows": lambda x, k: F.softmax(x, 0),
     "log_softmax over rows": lambda x, k: F.log_softmax(x, 0),
     "full with a tensor": lambda x, k: torch.full((2, k), x.sum()),

@@ -138,12 +138,13 @@ def _autograd_function_apply_without_ctx(lookaside):
     "thunder.core.jit_ext:general_jit_lookaside",
     summary="notes where traced code calls a mutating method (append, update, __setitem__...) of a container "
     "read from the inputs or globals; a torch.device index is pinned; torch.topk, sort, max/min with a dim... "
-    "return torch's named tuples; var/std's `unbiased` is their `correction`",
+    "return torch's named tuples; var/std's `unbiased` is their `correction`; torch._grouped_mm takes `offs=`",
     why=(
         "A trace that changes such a container is refused; the error names the statement that changed it. "
         "`torch.device('cuda', rank)` bakes the index into the trace, unguarded under symbolic values. thunder's "
         "operators return plain tuples: `torch.topk(x, 2).values` and `x.max(1).indices` failed (either cache), "
-        "and take only `correction`: `x.var(1, unbiased=False)` failed."
+        "and take only `correction`: `x.var(1, unbiased=False)` failed. thunder's _grouped_mm names torch's `offs` "
+        "and `out_dtype` `offsets` and `dtype`: `torch._grouped_mm(x, w, offs=offsets)` failed with a TypeError."
     ),
     upstream=UPSTREAM,
 )
@@ -214,8 +215,8 @@ def _with_thunder_operators(fns) -> list:
 def _adapters_by_id() -> dict[int, tuple[Any, Any]]:
     """``id -> (function, adapter of its lookaside)`` for the torch functions (and their thunder operators:
     thunder's symbols hash by their fields, hence ids) whose arguments or result thunder's operators take or
-    give in another form: var/std's ``unbiased``, and the named tuples of ``torch.return_types``
-    (``torch.topk``, ``Tensor.sort``, ``torch.max`` with a dim...)."""
+    give in another form: var/std's ``unbiased``, the named tuples of ``torch.return_types``
+    (``torch.topk``, ``Tensor.sort``, ``torch.max`` with a dim...) and ``torch._grouped_mm``'s keywords."""
     adapters = {}
     for name in dir(torch.return_types):
         structseq = getattr(torch.return_types, name)
@@ -229,7 +230,20 @@ def _adapters_by_id() -> dict[int, tuple[Any, Any]]:
     fns = (getattr(owner, name) for name in names for owner in (torch, torch.Tensor) if hasattr(owner, name))
     for key in _with_thunder_operators(fns):
         adapters[id(key)] = (key, _taking_unbiased)
+    if hasattr(torch, "_grouped_mm"):
+        for key in _with_thunder_operators([torch._grouped_mm]):
+            adapters[id(key)] = (key, partial(_renaming_keywords, names={"offs": "offsets", "out_dtype": "dtype"}))
     return adapters
+
+
+def _renaming_keywords(lookaside, names: dict[str, str]):
+    """torch's keywords for arguments that thunder's operator names otherwise (``torch._grouped_mm``'s ``offs``
+    is its ``offsets``)."""
+
+    def renamed_lookaside(*args, **kwargs):
+        return lookaside(*args, **{names.get(name, name): value for name, value in kwargs.items()})
+
+    return renamed_lookaside
 
 
 def _taking_unbiased(lookaside):
