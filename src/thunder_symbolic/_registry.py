@@ -169,25 +169,51 @@ def _set(owner: Any, attribute: str, value: Any) -> None:
         setattr(owner, attribute, value)
 
 
-def _module_holders(originals: dict[int, AppliedPatch]) -> None:
-    """Find every module global that is one of ``originals`` (one pass over ``sys.modules``).
+def _holds_any(module: Any, ids) -> bool:
+    """Whether a global of ``module`` has one of ``ids``: a C-level test (``isdisjoint``), for thousands of modules."""
+    namespace = getattr(module, "__dict__", None)
+    return isinstance(namespace, dict) and not ids.isdisjoint(map(id, list(namespace.values())))
 
-    Few of the thousands of modules hold one: a C-level test (``isdisjoint``) skips the rest, which keeps
-    this pass, run at each patched module's import, from adding half a second to ``import thunder``."""
-    ids = originals.keys()
-    for module in list(sys.modules.values()):
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict) or ids.isdisjoint(map(id, list(namespace.values()))):
+
+def _module_holders(originals: dict[int, AppliedPatch], modules: list[Any]) -> None:
+    """Find every global of ``modules`` that is one of ``originals``."""
+    for module in modules:
+        if not _holds_any(module, originals.keys()):
             continue
-        for name, value in list(namespace.items()):
+        for name, value in list(module.__dict__.items()):
             applied = originals.get(id(value))
             if applied is not None and value is applied.original and module is not applied.owner:
                 applied.holders.append((module, name))
 
 
-def _apply_module(module_name: str) -> None:
-    """Apply the patches that ``module_name``'s import triggers."""
+class _Readers:
+    """The modules that can hold the originals of patches applied now, for :func:`_module_holders`.
+
+    A process with torch and transformers imported has thousands of modules, and reading each for every
+    patched module cost ``import thunder`` a second. At a module's import (``since``: the modules that created
+    its originals) only modules entered in ``sys.modules``, which keeps insertion order, from the first of
+    those on can have bound one. When patches apply after their modules were imported (``apply_all``), the
+    modules holding any of their originals are found in one read, and modules imported since are added."""
+
+    def __init__(self, since: set[str] | None = None, originals: set[int] | None = None):
+        self._known = len(sys.modules)
+        modules = list(sys.modules.values())
+        if since is not None:
+            start = next((i for i, name in enumerate(sys.modules) if name in since), 0)
+            modules = modules[start:]
+        if originals is not None:
+            modules = [m for m in modules if _holds_any(m, originals)]
+        self._modules = modules
+
+    def modules(self) -> list[Any]:
+        return self._modules + list(sys.modules.values())[self._known :]
+
+
+def _apply_module(module_name: str, readers: _Readers | None = None) -> None:
+    """Apply the patches that ``module_name``'s import triggers, and rebind their originals' holders among
+    ``readers``' modules (by default, at the module's import: those entered from the originals' creators on)."""
     fresh: dict[int, AppliedPatch] = {}
+    creators: set[str] = set()
     for p in _registry:
         if p.trigger_module != module_name:
             continue
@@ -204,7 +230,8 @@ def _apply_module(module_name: str) -> None:
         _applied.append(applied)
         if not isinstance(owner, type) and not p.adds:
             fresh[id(original)] = applied
-    _module_holders(fresh)
+            creators |= {p.trigger_module, p.module_name, getattr(original, "__module__", None) or ""}
+    _module_holders(fresh, (readers or _Readers(since=creators)).modules())
     for applied in fresh.values():
         for holder, name in applied.holders:
             setattr(holder, name, applied.replacement)
@@ -216,16 +243,32 @@ def _on_import(module: Any) -> None:
         _apply_module(module.__name__)
 
 
+def _current_originals(imported: set[str]) -> set[int] | None:
+    """The ids of what the patches of the ``imported`` modules will replace; None (read every module) where
+    one cannot be read yet (its patch will say why when applied)."""
+    ids = set()
+    for p in _registry:
+        if p.trigger_module in imported and not p.adds:
+            try:
+                owner, attribute = _resolve_owner(p, sys.modules[p.module_name])
+                ids.add(id(_raw_attribute(owner, attribute)))
+            except (AttributeError, KeyError):
+                return None
+    return ids
+
+
 def apply_all() -> None:
     """Apply every registered patch; those of modules not imported yet are applied on their import."""
     global _active
     if _active:
         return
     _active = True
-    for module_name in dict.fromkeys(p.trigger_module for p in _registry):
+    names = list(dict.fromkeys(p.trigger_module for p in _registry))
+    readers = _Readers(originals=_current_originals({name for name in names if name in sys.modules}))
+    for module_name in names:
         _pending.add(module_name)
         if module_name in sys.modules:
-            _apply_module(module_name)
+            _apply_module(module_name, readers)
         elif module_name not in _hooked:
             _hooked.add(module_name)
             wrapt.register_post_import_hook(_on_import, module_name)
