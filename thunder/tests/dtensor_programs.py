@@ -11,6 +11,7 @@ cpu (gloo) or cuda (nccl).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -329,14 +330,40 @@ def compile_case(name, fn):
     return thunder.jit(fn, cache="symbolic values")
 
 
+class _Comparisons:
+    """A case's comparisons, run to its last call even after one fails; the first failure is raised at the end.
+
+    Every call runs collectives: a rank whose comparison failed (rounding can differ between ranks) and that left
+    its loop while another went on waited in a different collective, and the launch hung until its timeout,
+    reporting nothing."""
+
+    def __init__(self):
+        self._failure: AssertionError | None = None
+
+    @contextlib.contextmanager
+    def check(self):
+        try:
+            yield
+        except AssertionError as error:
+            self._failure = self._failure or error
+
+    def raise_first(self):
+        if self._failure is not None:
+            raise self._failure
+
+
 def run_case(name, mesh) -> dict:
     made = CASES[name](mesh)
     fn, arg_sets = made[:2]
     reference = made[2] if len(made) > 2 else fn
     jfn = compile_case(name, fn)
+    comparisons = _Comparisons()
     with torch.no_grad():
         for i, args in enumerate(arg_sets):
-            assert_same(jfn(*args), reference(*args), path=f"{name} call {i}", **_tolerance(args, name))
+            actual, expected = jfn(*args), reference(*args)
+            with comparisons.check():
+                assert_same(actual, expected, path=f"{name} call {i}", **_tolerance(args, name))
+    comparisons.raise_first()
     return {
         "case": name,
         "ok": True,
@@ -398,14 +425,19 @@ def run_grad_case(name, mesh) -> dict:
     fn, arg_sets = CASES[name](mesh)[:2]
     eager = copy.deepcopy(fn) if isinstance(fn, nn.Module) else fn
     jfn = compile_case(name, fn)
+    comparisons = _Comparisons()
     for i, args in enumerate(arg_sets):
         jargs, eargs = [_leaf(a) for a in args], [_leaf(a) for a in args]
         actual, expected = jfn(*jargs), eager(*eargs)
         tolerance = _tolerance(args)
-        assert_same(actual, expected, path=f"{name} call {i}", **tolerance)
+        with comparisons.check():
+            assert_same(actual, expected, path=f"{name} call {i}", **tolerance)
         _backward(actual, seed=i)
         _backward(expected, seed=i)
-        assert_same(_gradients(jargs, fn), _gradients(eargs, eager), path=f"{name} call {i} gradients", **tolerance)
+        gradients = _gradients(jargs, fn), _gradients(eargs, eager)  # full tensors: collectives, on every rank
+        with comparisons.check():
+            assert_same(*gradients, path=f"{name} call {i} gradients", **tolerance)
+    comparisons.raise_first()
     return {"case": f"grad:{name}", "ok": True, "compiles": compiles(jfn)}
 
 
