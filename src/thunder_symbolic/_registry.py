@@ -187,23 +187,15 @@ def _module_holders(originals: dict[int, AppliedPatch], modules: list[Any]) -> N
 
 
 class _Readers:
-    """The modules that can hold the originals of patches applied now, for :func:`_module_holders`.
+    """The modules that can hold the originals of the patches ``apply_all`` applies to modules already imported:
+    those holding one now, found in one read (None: every module), and the modules imported since. Reading every
+    module for each of the patched modules cost ``import thunder`` a second in a process that had imported
+    torch and transformers."""
 
-    A process with torch and transformers imported has thousands of modules, and reading each for every
-    patched module cost ``import thunder`` a second. At a module's import (``since``: the modules that created
-    its originals) only modules entered in ``sys.modules``, which keeps insertion order, from the first of
-    those on can have bound one. When patches apply after their modules were imported (``apply_all``), the
-    modules holding any of their originals are found in one read, and modules imported since are added."""
-
-    def __init__(self, since: set[str] | None = None, originals: set[int] | None = None):
+    def __init__(self, originals: set[int] | None):
         self._known = len(sys.modules)
         modules = list(sys.modules.values())
-        if since is not None:
-            start = next((i for i, name in enumerate(sys.modules) if name in since), 0)
-            modules = modules[start:]
-        if originals is not None:
-            modules = [m for m in modules if _holds_any(m, originals)]
-        self._modules = modules
+        self._modules = modules if originals is None else [m for m in modules if _holds_any(m, originals)]
 
     def modules(self) -> list[Any]:
         return self._modules + list(sys.modules.values())[self._known :]
@@ -211,9 +203,8 @@ class _Readers:
 
 def _apply_module(module_name: str, readers: _Readers | None = None) -> None:
     """Apply the patches that ``module_name``'s import triggers, and rebind their originals' holders among
-    ``readers``' modules (by default, at the module's import: those entered from the originals' creators on)."""
+    ``readers``' modules (by default, at the module's import: every module)."""
     fresh: dict[int, AppliedPatch] = {}
-    creators: set[str] = set()
     for p in _registry:
         if p.trigger_module != module_name:
             continue
@@ -230,8 +221,7 @@ def _apply_module(module_name: str, readers: _Readers | None = None) -> None:
         _applied.append(applied)
         if not isinstance(owner, type) and not p.adds:
             fresh[id(original)] = applied
-            creators |= {p.trigger_module, p.module_name, getattr(original, "__module__", None) or ""}
-    _module_holders(fresh, (readers or _Readers(since=creators)).modules())
+    _module_holders(fresh, readers.modules() if readers else list(sys.modules.values()))
     for applied in fresh.values():
         for holder, name in applied.holders:
             setattr(holder, name, applied.replacement)

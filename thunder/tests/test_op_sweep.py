@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from thunder_symbolic.testing import assert_same
 
+
 def _grouped_mm(x, dtype):
     """x's rows in two groups, each times its own 8 x 8 matrix (columns zero-padded to 8: torch._grouped_mm takes
     strides of 16 bytes), with torch's keyword for the offsets."""
