@@ -362,11 +362,19 @@ def make_kv_cache(args, config, ctx: Dist, device: torch.device):
 # --- Compilation and its accounting ----------------------------------------------------------------
 
 
+def inductor_mode(args) -> str:
+    """CUDA graphs ("reduce-overhead") on CUDA with a static KV cache, as upstream benchmarks Inductor. A dynamic
+    cache holds the tensors that one step's graph returned and feeds them to the next step, whose replay can
+    overwrite them (torch raises "accessing tensor output of CUDAGraphs that has been overwritten"), so it, and
+    CPU, get Inductor's default mode."""
+    return "reduce-overhead" if args.device_type == "cuda" and args.kv_cache == "static" else "default"
+
+
 def compile_model(model, args, mode: str, cache: str | None):
     if mode == "eager":
         return model
     if mode == "inductor":
-        return torch.compile(model, mode="reduce-overhead" if args.device_type == "cuda" else "default")
+        return torch.compile(model, mode=inductor_mode(args))
     from thunder.dynamo import thunderfx
 
     import thunder
@@ -767,6 +775,7 @@ def run_one(args, config, ctx: Dist, device: torch.device, mode: str, cache: str
     return {
         "mode": mode,
         "thunder_cache": cache,
+        "inductor_mode": inductor_mode(args) if mode == "inductor" else None,
         "grouped_expert_moe_blocks": sum(isinstance(m, Llama4MoE) for m in runner.model.modules()),
         "verify": verify,
         "metrics": metrics,
@@ -839,6 +848,8 @@ def print_report(report: dict[str, Any]) -> None:
         m, c, mem = run["metrics"], run["compile"], run["memory"]
         v = run["verify"]
         cache = f"; thunder cache: {run['thunder_cache'] or 'default'}" if run["mode"] in THUNDER_MODES else ""
+        if run["mode"] == "inductor":
+            cache = f"; torch.compile mode: {run['inductor_mode']}"
         print(
             f"\n-- {run['mode']}{cache}; matches eager: {v['matches_eager']} "
             f"(max logit difference {v['max_logit_diff_vs_eager']:.2e})"
