@@ -1,0 +1,74 @@
+"""Shortcuts in thunder's compile passes (``patches/executors_passes.py``) skip work whose result thunder throws
+away, and nothing else: programs compute what eager PyTorch computes, and a trace that has waits for collectives
+still has them sorted."""
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import thunder
+from thunder.core import trace_interpreter
+from thunder.extend import OperatorExecutor
+
+
+@pytest.fixture
+def executor_passes(monkeypatch):
+    """Counts the runs of the operator executors' pass (its trace processor is a local class named OpExProcessor)."""
+    runs = []
+    original = trace_interpreter.TraceSubstitutionProcessor.__call__
+
+    def call(self, *args, **kwargs):
+        if type(self).__name__ == "OpExProcessor":
+            runs.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(trace_interpreter.TraceSubstitutionProcessor, "__call__", call)
+    return runs
+
+
+def f(x):
+    return x.sin() * 2
+
+
+# Per compile: two passes for the prologue and two for the computation (transform_for_execution's: the
+# executors', then the always-executors'). 0.2.6 ran a fifth on the computation before them, to look for waits.
+PASSES_PER_COMPILE = 4
+
+
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+def test_a_trace_without_collectives_skips_the_pass_that_looks_for_waits(executor_passes, cache):
+    jf = thunder.jit(f, cache=cache)
+    torch.testing.assert_close(jf(x := torch.randn(3)), f(x))
+    assert len(executor_passes) == PASSES_PER_COMPILE
+
+
+def test_an_executor_from_elsewhere_keeps_the_pass_that_looks_for_waits(executor_passes):
+    """An execution transform that thunder does not know could add a wait for a collective."""
+    ex = OperatorExecutor("test_compile_passes_sin")
+    sin = ex.register_operator("test_sin", like=thunder.torch.sin, fn=torch.sin)
+    ex.register_implementation(thunder.torch.sin, execution_transform=lambda a: sin(a))
+    jf = thunder.jit(f, executors=[ex, *thunder.get_default_executors()])
+    torch.testing.assert_close(jf(x := torch.randn(3)), f(x))
+    assert len(executor_passes) == PASSES_PER_COMPILE + 1
+    assert "test_sin" in str(thunder.last_traces(jf)[-1])
+
+
+@pytest.fixture
+def one_rank_group():
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield dist.new_group()
+    dist.destroy_process_group()
+
+
+def test_a_wait_for_a_collective_is_still_sorted(executor_passes, one_rank_group):
+    from thunder.distributed import prims as dist_prims
+
+    def g(x):
+        started = dist_prims.all_reduce(x, dist_prims.DistributedReduceOps.SUM, one_rank_group, True)
+        return dist_prims.wait(started) * 2
+
+    jf = thunder.jit(g)
+    torch.testing.assert_close(jf(x := torch.randn(3)), x * 2)
+    assert len(executor_passes) == PASSES_PER_COMPILE + 1
+    assert "Sort Waits" in [t.get_provenance().pss for t in thunder.last_traces(jf) if t.get_provenance()]
+
