@@ -72,3 +72,27 @@ def test_a_wait_for_a_collective_is_still_sorted(executor_passes, one_rank_group
     assert len(executor_passes) == PASSES_PER_COMPILE + 1
     assert "Sort Waits" in [t.get_provenance().pss for t in thunder.last_traces(jf) if t.get_provenance()]
 
+
+def test_thunderfx_decides_once_whether_thunder_runs_a_node(monkeypatch):
+    """torch's split_module asks for each node's verdict up to three times in a graph that sets grad mode; each
+    verdict runs the node's thunder symbol on fake tensors."""
+    import thunder.dynamo.utils as dynamo_utils
+    from thunder.dynamo import thunderfx
+
+    asked = []
+    original = dynamo_utils.try_execute_thunder_symbol
+
+    def try_execute_thunder_symbol(symbol, node, *args, **kwargs):
+        asked.append(node.name)
+        return original(symbol, node, *args, **kwargs)
+
+    monkeypatch.setattr(dynamo_utils, "try_execute_thunder_symbol", try_execute_thunder_symbol)
+
+    def g(x):
+        with torch.no_grad():
+            y = x.sin() + 1
+        return y * x
+
+    x = torch.randn(3, requires_grad=True)
+    torch.testing.assert_close(thunderfx(g)(x), g(x))
+    assert asked and sorted(asked) == sorted(set(asked))

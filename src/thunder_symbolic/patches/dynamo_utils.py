@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from thunder_symbolic._registry import patch
@@ -65,7 +67,7 @@ def _script_object_input(node: torch.fx.Node) -> torch.fx.Node | None:
     "thunder.dynamo.utils:is_node_supported_by_thunder",
     summary="a node taking a script object (a DeviceMesh) or calling a method torch.Tensor lacks (a DTensor's "
     "redistribute) is left to PyTorch with a split reason; fallback ops with symbolic shapes and torch.sym_sum "
-    "stay in thunder",
+    "stay in thunder; a node's verdict is computed once",
     why=(
         "From torch 2.12 Dynamo puts the DeviceMesh of tensor-parallel code in the graph as a fake script object "
         "and keeps DTensor methods as method calls: thunderfx failed on such graphs ('tree_flatten of type "
@@ -75,7 +77,9 @@ def _script_object_input(node: torch.fx.Node) -> torch.fx.Node | None:
         "of thunder_symbolic.fallback_shapes keep symbolic sizes and now run in thunder. 0.2.6 has no mapping "
         "for torch.sym_sum, which Dynamo writes for the length of a growing KV cache: every attention block "
         "was split around it (a decode step of the inference benchmark ran 6 thunder programs and 3 Inductor "
-        "graphs of one addition each)."
+        "graphs of one addition each). torch's split_module asks for the verdict of a node up to three times "
+        "in a graph that sets grad mode or autocast (more in nested autocast regions), and each time thunder "
+        "ran the node's symbol on fake tensors again: a twentieth of the inference benchmark's prefill compile."
     ),
 )
 def _is_node_supported_by_thunder(original):
@@ -86,7 +90,18 @@ def _is_node_supported_by_thunder(original):
 
     kept_in_thunder = torch_functions() | {torch.sym_sum: sym_sum}  # torch function -> what thunder runs
 
+    verdicts = weakref.WeakKeyDictionary()  # node -> (what the verdict was given for, the verdict)
+
     def is_node_supported_by_thunder(node, thunder_options):
+        asked = (node.op, node.target, node.args, node.kwargs, dict(thunder_options))
+        known = verdicts.get(node)
+        if known is not None and _same(known[0], asked):
+            return known[1]
+        verdict = decide(node, thunder_options)
+        verdicts[node] = (asked, verdict)
+        return verdict
+
+    def decide(node, thunder_options):
         if (mesh := _script_object_input(node)) is not None:
             info = f"node {node.name} ({node.target}) takes {mesh.name}, a script object (such as a DeviceMesh)"
             return False, SplitReason(SplitReasonType.UNSUPPORTED_NODE, info=info)
@@ -99,6 +114,13 @@ def _is_node_supported_by_thunder(original):
         return original(node, thunder_options)
 
     return is_node_supported_by_thunder
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # an argument whose == is elementwise (a tensor constant): ask again
+        return False
 
 
 @patch(
