@@ -58,6 +58,7 @@ class Patch:
     requires: str = ""  # what the target module needs to be importable at all, when not every machine has it
     available: Callable[[], bool] | None = None  # whether this process has it
     after: str = ""  # a module whose import creates the target (applied when both are imported)
+    rebinds: bool = True  # False: the target binding alone changes (other modules hold the original for their use)
 
     def is_available(self) -> bool:
         return self.available is None or self.available()
@@ -108,6 +109,7 @@ def patch(
     available: Callable[[], bool] | None = None,
     adds: bool = False,
     after: str = "",
+    rebinds: bool = True,
 ):
     """Register the decorated factory ``make(original) -> replacement`` as the patch of ``target``.
 
@@ -115,6 +117,8 @@ def patch(
     executor needs a GPU): its patch waits for the import like any other, and the status report says why
     it never comes. ``after`` names the module whose import creates the target, when that is not the
     target's module (thunder.torch registers the torch executor's operators of its fallback ops).
+    ``rebinds=False`` leaves the other bindings of the original alone: a module that one thunder module sees
+    through a patched view (the interpreter's ``dis``) stays itself everywhere else.
     """
     if target.count(":") != 1:
         raise ValueError(f"patch target must be 'module:attribute', got {target!r}")
@@ -122,7 +126,9 @@ def patch(
     def register(make: Callable[[Any], Any]) -> Callable[[Any], Any]:
         if any(p.target == target for p in _registry):
             raise ValueError(f"{target} is patched twice")
-        _registry.append(Patch(target, summary, why, upstream, make, replaces, adds, requires, available, after))
+        _registry.append(
+            Patch(target, summary, why, upstream, make, replaces, adds, requires, available, after, rebinds)
+        )
         return make
 
     return register
@@ -219,7 +225,7 @@ def _apply_module(module_name: str, readers: _Readers | None = None) -> None:
         _set(owner, attribute, replacement)
         applied = AppliedPatch(p, owner, attribute, original, replacement)
         _applied.append(applied)
-        if not isinstance(owner, type) and not p.adds:
+        if not isinstance(owner, type) and not p.adds and p.rebinds:
             fresh[id(original)] = applied
     _module_holders(fresh, readers.modules() if readers else list(sys.modules.values()))
     for applied in fresh.values():
@@ -238,7 +244,7 @@ def _current_originals(imported: set[str]) -> set[int] | None:
     one cannot be read yet (its patch will say why when applied)."""
     ids = set()
     for p in _registry:
-        if p.trigger_module in imported and not p.adds:
+        if p.trigger_module in imported and not p.adds and p.rebinds:
             try:
                 owner, attribute = _resolve_owner(p, sys.modules[p.module_name])
                 ids.add(id(_raw_attribute(owner, attribute)))

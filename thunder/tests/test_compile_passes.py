@@ -96,3 +96,33 @@ def test_thunderfx_decides_once_whether_thunder_runs_a_node(monkeypatch):
     x = torch.randn(3, requires_grad=True)
     torch.testing.assert_close(thunderfx(g)(x), g(x))
     assert asked and sorted(asked) == sorted(set(asked))
+
+
+def test_the_interpreter_disassembles_a_function_once(monkeypatch):
+    """The interpreter runs a frame from its code's instructions; 0.2.6 disassembled the code at every call.
+    Only the interpreter's view of the dis module changes."""
+    import dis
+
+    import thunder.core.interpreter
+    import thunder.core.jit_ext
+
+    disassembled = []
+    original = dis.get_instructions
+
+    def get_instructions(x, **kwargs):
+        disassembled.append(x)
+        return original(x, **kwargs)
+
+    monkeypatch.setattr(dis, "get_instructions", get_instructions)
+
+    def add_one(x):
+        return x + 1
+
+    def g(x):
+        for _ in range(5):
+            x = add_one(x)
+        return x
+
+    torch.testing.assert_close(thunder.jit(g)(x := torch.randn(3)), g(x))
+    assert disassembled.count(add_one.__code__) == 1
+    assert thunder.core.interpreter.dis is not dis and thunder.core.jit_ext.dis is dis
