@@ -98,6 +98,30 @@ def test_thunderfx_decides_once_whether_thunder_runs_a_node(monkeypatch):
     assert asked and sorted(asked) == sorted(set(asked))
 
 
+def test_a_meta_functions_signature_is_read_once(monkeypatch):
+    """Every bound symbol binds its arguments to its meta function's signature; 0.2.6 built the signature at
+    each binding."""
+    import inspect
+
+    read = []
+    original = inspect.signature
+
+    def signature(obj, *args, **kwargs):
+        read.append(obj)
+        return original(obj, *args, **kwargs)
+
+    monkeypatch.setattr(inspect, "signature", signature)
+
+    def g(x, y):
+        return torch.nn.functional.softmax(x * y + x * 3, dim=-1)
+
+    for _ in range(2):
+        jg = thunder.jit(g)
+        torch.testing.assert_close(jg(x := torch.randn(4, 3), y := torch.randn(4, 3)), g(x, y))
+    mul = thunder.torch.mul.meta
+    assert read.count(mul) <= 1
+
+
 def test_the_interpreter_disassembles_a_function_once(monkeypatch):
     """The interpreter runs a frame from its code's instructions; 0.2.6 disassembled the code at every call.
     Only the interpreter's view of the dis module changes."""

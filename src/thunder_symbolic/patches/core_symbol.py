@@ -1,6 +1,10 @@
-"""Patches of ``thunder/core/symbol.py``: every dynamic dim a trace uses is produced in that trace."""
+"""Patches of ``thunder/core/symbol.py``: every dynamic dim a trace uses is produced in that trace; a meta
+function's signature is read once."""
 
 from __future__ import annotations
+
+import functools
+import inspect
 
 from thunder.core import compile_data, prims
 from thunder.core.proxies import NumberProxy, TensorProxy
@@ -53,3 +57,32 @@ def _symbol_call(original):
         return result
 
     return __call__
+
+
+@patch(
+    "thunder.core.symbol:Symbol.normalize",
+    summary="binds a call's arguments to its meta function's signature, read once per meta function",
+    why=(
+        "Every bound symbol normalizes its arguments, and 0.2.6 builds the meta function's inspect.Signature "
+        "each time: a twentieth of thunder's compile of the inference benchmark's prefill."
+    ),
+    replaces=True,
+)
+def _normalize(original):
+    def normalize(self, *args, **kwargs):
+        """Replaces ``Symbol.normalize``: its one expensive step is the signature, which a wrapper cannot
+        reuse. A meta that cannot be a cache key (unhashable) goes to the original."""
+        try:
+            signature = _signature(self.meta)
+        except TypeError:
+            return original(self, *args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return bound.args, bound.kwargs
+
+    return normalize
+
+
+@functools.lru_cache(maxsize=4096)
+def _signature(meta) -> inspect.Signature:
+    return inspect.signature(meta)
