@@ -150,3 +150,33 @@ def test_the_interpreter_disassembles_a_function_once(monkeypatch):
     torch.testing.assert_close(thunder.jit(g)(x := torch.randn(3)), g(x))
     assert disassembled.count(add_one.__code__) == 1
     assert thunder.core.interpreter.dis is not dis and thunder.core.jit_ext.dis is dis
+
+
+def test_a_thunderfx_call_compiles_with_the_collector_paused(monkeypatch):
+    """Dynamo's tracing and the split run inside the call; the collector's full collections scanned the whole
+    heap there. It runs again after the call, also when the call raises."""
+    import gc
+
+    from thunder.dynamo import ThunderCompiler, thunderfx
+
+    seen = []
+    original = ThunderCompiler.__call__
+
+    def backend(self, gm, sample_args):
+        seen.append(gc.isenabled())
+        return original(self, gm, sample_args)
+
+    monkeypatch.setattr(ThunderCompiler, "__call__", backend)
+
+    def g(x):
+        if x.shape[0] > 4:
+            raise ValueError("too long")
+        return x.sin() * 2
+
+    assert gc.isenabled()
+    compiled = thunderfx(g)
+    torch.testing.assert_close(compiled(x := torch.randn(3)), g(x))
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(ValueError, match="too long"):
+        compiled(torch.randn(5))
+    assert gc.isenabled()
