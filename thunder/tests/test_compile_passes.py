@@ -1,6 +1,7 @@
-"""Shortcuts in thunder's compile passes (``patches/executors_passes.py``) skip work whose result thunder throws
-away, and nothing else: programs compute what eager PyTorch computes, and a trace that has waits for collectives
-still has them sorted."""
+"""Shortcuts in thunder's compile skip work whose result thunder throws away or already has (the executors' pass
+that looks for waits, thunderfx's verdict per node, a meta's signature, a code's disassembly) and compile with the
+garbage collector paused, and nothing else: programs compute what eager PyTorch computes, and a trace that has
+waits for collectives still has them sorted."""
 
 import pytest
 import torch

@@ -57,11 +57,8 @@ def _transform_for_operator_executor_execution(original):
 
 def _probes_for_waits(code) -> bool:
     """Whether ``code`` is thunder.jit's closure that calls the pass only to hand it to maybe_sort_waits."""
-    return code.co_name == "apply_transforms_and_build_cache_entry" and code.co_filename == _thunder_init_file()
-
-
-def _thunder_init_file() -> str:
-    return sys.modules["thunder"].__file__
+    thunder_init = sys.modules["thunder"].__file__
+    return code.co_name == "apply_transforms_and_build_cache_entry" and code.co_filename == thunder_init
 
 
 def _may_yield_waits(trace, executors_list) -> bool:
