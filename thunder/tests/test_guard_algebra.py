@@ -9,6 +9,7 @@ import operator
 import types
 
 import pytest
+import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -104,6 +105,11 @@ SIMPLIFIED = {
     "(n // 2) // -2 == 0": "(((n // 2) // (-2)) == 0)",  # not n // -4
     "(n // 2) // 2 == 0": "((n // 4) == 0)",
     "(-n) // 2 == -3": "(((-n) // 2) == -3)",
+    # a factor common to the divisor and every term divided out (exact), negative terms included
+    "(4 * x.shape[0] + 2) // 6 == n": "((((2 * x.shape[0]) + 1) // 3) == n)",
+    "(2 * n + 4) // 2 == x.shape[1]": "(n == (x.shape[1] - 2))",
+    "(6 * x.shape[0] + 8) // 4 > n": "(((3 * x.shape[0]) // 2) > (n - 2))",
+    "(6 * n - 9) // 3 < x.shape[0]": "((2 * n) < (x.shape[0] + 3))",
     "(-n) % 4 == 1": "(((-n) % 4) == 1)",
     "max(x.shape[0], x.shape[1]) >= x.shape[1]": "(max(x.shape[0], x.shape[1]) >= x.shape[1])",
     "bool(x.shape[0] + 1)": "True",
@@ -129,6 +135,19 @@ def test_simplified_expressions_equal_python_on_every_value(source):
     simplified = render(algebra.simplify(parse(source), Symbols())[0])
     for d0, d1, n in itertools.product(range(7), range(4), range(-7, 8)):
         assert evaluate(simplified, (d0, d1), n) == evaluate(source, (d0, d1), n), (d0, d1, n)
+
+
+def test_floor_division_divides_out_common_factors_without_sympy_simplify(monkeypatch):
+    """torch's FloorDiv would divide them out through ``sympy.simplify``, slow, and whose first call imports
+    ``sympy.physics``."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("sympy.simplify called")
+
+    sympy.core.cache.clear_cache()  # FloorDiv's results are cached
+    monkeypatch.setattr(sympy, "simplify", refuse)
+    simplified, _ = algebra.simplify(parse("(4 * x.shape[0] + 2) // 6 == n"), Symbols())
+    assert render(simplified) == "((((2 * x.shape[0]) + 1) // 3) == n)"
 
 
 # condition -> whether it holds for every input (dims >= 0, n any int, f any float)
