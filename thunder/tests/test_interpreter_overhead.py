@@ -1,6 +1,7 @@
 """The interpreter's shortcuts (see ``patches/core_interpreter.py``) keep what it computes: the same values and
 provenance, the same errors and tracebacks, with fewer interpreted frames."""
 
+import functools
 import traceback
 
 import pytest
@@ -16,6 +17,10 @@ def x():
     return torch.randn(3, 4)
 
 
+def _interpreted_frames(jf) -> set[str]:
+    return {entry["fn"] for entry in thunder.last_interpreter_log(jf) if isinstance(entry, dict) and "fn" in entry}
+
+
 def test_globals_subscripts_and_star_args_are_read_without_interpreting_a_frame():
     """0.2.6 interpreted `lambda d, k: d[k]` (and the `__getitem__` call it makes) for each global read (twice for
     a builtin), `obj.__getitem__(i)` for each subscript and `lambda seq, i: seq[i]` for each `*args` item:
@@ -28,10 +33,45 @@ def test_globals_subscripts_and_star_args_are_read_without_interpreting_a_frame(
 
     jf = thunder.jit(f, debug_options=thunder.DebugOptions(record_interpreter_history=True))
     torch.testing.assert_close(jf(t := x()), f(t))
-    frames = {entry["fn"] for entry in thunder.last_interpreter_log(jf) if isinstance(entry, dict) and "fn" in entry}
+    frames = _interpreted_frames(jf)
     assert any(frame.endswith("<locals>.f") for frame in frames)  # the log names frames
     helpers = ("globals_lookup.", "wrap_args_from_list.", "_binary_subscr_handler.")  # their lambdas and impls
     assert not [frame for frame in frames if frame.startswith(helpers)]
+
+
+def test_tensor_methods_are_bound_and_called_without_interpreting_a_frame():
+    """0.2.6 reached a tensor method (`t.float`) by emulating `object.__getattribute__` and interpreting
+    `TensorProxy.__getattr__`, then called the partial it returns by interpreting a helper; the shortcut
+    (`tensor_methods.py`) computes the same, across sizes with one program, partials of methods included."""
+
+    def f(t):
+        view = t.view
+        scaled = functools.partial(t.float().add, alpha=3)
+        return t.float().view(-1, 2).transpose(0, 1).sum() + view(2, -1).sum() + scaled(1.0).sum() * t.ndim
+
+    jf = thunder.jit(f, cache="symbolic values")
+    for n in (4, 6, 8):
+        t = torch.arange(2 * n, dtype=torch.int64).reshape(2, n)
+        torch.testing.assert_close(jf(t), f(t))
+    assert thunder.cache_misses(jf) == 1
+    logged = thunder.jit(f, debug_options=thunder.DebugOptions(record_interpreter_history=True))
+    torch.testing.assert_close(logged(t), f(t))
+    log = thunder.last_interpreter_log(logged)
+    frames = [entry["fn"] for entry in log if isinstance(entry, dict) and entry.get("kind") == "InterpreterCall"]
+    assert any(frame.endswith("<locals>.f") for frame in frames)
+    assert "TensorProxy.__getattr__" not in frames
+    assert frames.count("partial_call_lookaside.<locals>.partial_call_impl") == 1  # the user's own partial
+
+
+def test_what_a_tensor_defines_or_thunder_special_cases_is_read_as_before():
+    def f(t):
+        return t.float() * t.numel() + t.shape[0] + t.mT.sum() + getattr(t, "not_an_attribute", 2)
+
+    jf = thunder.jit(f, cache="symbolic values")
+    for n in (3, 5):
+        torch.testing.assert_close(jf(t := torch.randn(2, n)), f(t))
+    with pytest.raises(AttributeError, match="not_a_method"):
+        thunder.jit(lambda t: t.not_a_method())(x())
 
 
 def test_a_failed_subscript_raises_what_python_raises():

@@ -25,6 +25,7 @@ from thunder.core.proxies import AnyProxy, IntegerProxy, NumberProxy, StringProx
 from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 from torch.fx._lazy_graph_module import _LazyGraphModule
 
+from thunder_symbolic import tensor_methods
 from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
 from thunder_symbolic.autograd_apply import BUILTIN_APPLY_KEY, builtin_apply_owner
@@ -60,7 +61,8 @@ class _LookasideMap(dict):
     "code, type() and isinstance() of a symbolic number answer with its Python type, str/repr/format give its "
     "digits (pinned), in containers too, and a shape's (x.shape, x.size()) as torch.Size's; "
     "torch.fx generates a lazy graph module's code natively; a custom Function's C apply (torch >= 2.13) "
-    "reaches its lookaside, and Dynamo's autograd_function_apply its lookaside in torch >= 2.12's form",
+    "reaches its lookaside, and Dynamo's autograd_function_apply its lookaside in torch >= 2.12's form; a "
+    "tensor's methods (x.float()) are bound and called without interpreting thunder's lookup and partial call",
     why=(
         "Guard recorders run inside NumberProxy methods that traced code reaches; interpreting them would trace "
         "them. 0.2.6's isinstance answers for a DTensor proxy as for a plain tensor, so code that unwraps "
@@ -71,7 +73,9 @@ class _LookasideMap(dict):
         "2.12 split_module (thunderfx) builds lazy graph modules whose first call generates their code: "
         "interpreted, that failed on every graph ('MappingKeysView' has no len()); and its autograd_function_apply "
         "lost `args_tensor_mask` (KeyError for any custom autograd.Function under thunderfx). 0.2.6 has no "
-        "operator for torch.eye ('not yet supported')."
+        "operator for torch.eye ('not yet supported'). Each tensor method call interpreted thunder's emulation "
+        "of attribute lookup, TensorProxy.__getattr__ and a partial's call: about a fifth of a compile of the "
+        "inference benchmark's prefill (see thunder_symbolic.tensor_methods)."
     ),
     upstream=UPSTREAM,
 )
@@ -88,6 +92,7 @@ def _lookaside_map(original):
         lookasides[fn] = _text_lookaside(fn)
     lookasides[type] = interpreter_needs_wrap(_python_type)
     lookasides[getattr] = _tensor_introspection(original[getattr])
+    lookasides[functools.partial.__call__] = tensor_methods.call
     if isinstance in original:
         lookasides[isinstance] = _python_isinstance(_dtensor_aware_isinstance(original[isinstance]))
     if object.__setattr__ in original:
@@ -369,6 +374,8 @@ def _tensor_introspection(lookaside):
             return wrap_const(_input_contiguity(obj))
         if unwrap(name) == "numel" and _is_tensor_shape(obj) and all(isinstance(d, (int, IntegerProxy)) for d in value):
             return wrap_const(partial(functools.reduce, operator.mul, value, 1))
+        if (method := tensor_methods.bind(obj, name)) is not None:
+            return method
         return lookaside(obj, name, *default)
 
     return getattr_lookaside
