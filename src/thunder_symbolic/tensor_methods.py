@@ -7,11 +7,13 @@ tensor with ``functools.partial``. Its interpreter reaches ``__getattr__`` only 
 an AttributeError, and then calls the partial by interpreting a helper that reads the partial's ``func``,
 ``args`` and ``keywords`` and merges the keywords. The inference benchmark's prefill graph makes 93 such calls:
 its compiles (one rank's CPU time, after the first in a process) took 3.9-4.1 s with thunder's path, 3.2-3.4 s
-with this one. :func:`bind` binds the method as ``TensorProxy.__getattr__`` would,
-into a :class:`BoundMethod` that also keeps the tensor's interpreter wrapper, and :func:`call` calls the method
-on that wrapper through the interpreter's usual call (the symbol's lookaside, its source location): the same
-trace, names aside. Anything else (a name the class or the instance defines, ``numel``, which thunder's
-``__getattr__`` special-cases, a subclass with its own ``__getattr__``, any other partial) takes thunder's path.
+with this one.
+
+:func:`bind` binds the method as ``TensorProxy.__getattr__`` would, into a :class:`BoundMethod` that also keeps
+the tensor's interpreter wrapper, and :func:`call` calls the method on that wrapper through the interpreter's
+usual call (the symbol's lookaside, its source location): the same trace, names aside. Anything else (a name the
+class or the instance defines, ``numel``, which thunder's ``__getattr__`` special-cases, a subclass with its own
+``__getattr__``, any other partial) takes thunder's path.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def bind(obj: WrappedValue, name: WrappedValue) -> WrappedValue | None:
     cls = type(tensor)
     if cls.__getattr__ is not TensorProxy.__getattr__ or attr in obj.attribute_wrappers:
         return None
-    if any(attr in vars(base) for base in cls.__mro__) or attr in getattr(tensor, "__dict__", ()):
+    if any(attr in vars(base) for base in cls.__mro__) or attr in vars(tensor):
         return None
     method = resolve_method(attr, tensor)
     if method is None or not callable(method):
