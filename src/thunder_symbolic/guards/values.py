@@ -242,7 +242,9 @@ class ValueGuards:
     fn: Any = None  # the function (or module) being traced, to name its arguments and globals
     checks: list[tuple[Any, tuple[str, int, str, str]]] = field(default_factory=list)  # (proxy, check)
     seen: set[str] = field(default_factory=set)
-    python_modules: set[int] = field(default_factory=set)  # provenance records of Python modules read
+    # The provenance records of Python modules read, by id. The records are kept: a freed one's id is soon a new
+    # record's, and a value read through that one (a global function, fn.__globals__['g']) went unchecked.
+    python_modules: dict[int, ProvenanceRecord] = field(default_factory=dict)
     watched: list[_Watched] = field(default_factory=list)
 
     def constraint(self) -> tuple | None:
@@ -259,7 +261,7 @@ class ValueGuards:
         check: finding the source line for every value the interpreter wraps took about a second of a
         model's compile."""
         if isinstance(value, types.ModuleType):
-            self.python_modules.add(id(record))  # library attributes (torch.relu) are not arguments: not checked
+            self.python_modules[id(record)] = record  # library attributes (torch.relu) are not arguments: not checked
             return None
         found = guard_for(value)
         if found is None:
