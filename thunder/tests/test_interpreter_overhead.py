@@ -17,10 +17,6 @@ def x():
     return torch.randn(3, 4)
 
 
-def _interpreted_frames(jf) -> set[str]:
-    return {entry["fn"] for entry in thunder.last_interpreter_log(jf) if isinstance(entry, dict) and "fn" in entry}
-
-
 def test_globals_subscripts_and_star_args_are_read_without_interpreting_a_frame():
     """0.2.6 interpreted `lambda d, k: d[k]` (and the `__getitem__` call it makes) for each global read (twice for
     a builtin), `obj.__getitem__(i)` for each subscript and `lambda seq, i: seq[i]` for each `*args` item:
@@ -33,7 +29,7 @@ def test_globals_subscripts_and_star_args_are_read_without_interpreting_a_frame(
 
     jf = thunder.jit(f, debug_options=thunder.DebugOptions(record_interpreter_history=True))
     torch.testing.assert_close(jf(t := x()), f(t))
-    frames = _interpreted_frames(jf)
+    frames = {entry["fn"] for entry in thunder.last_interpreter_log(jf) if isinstance(entry, dict) and "fn" in entry}
     assert any(frame.endswith("<locals>.f") for frame in frames)  # the log names frames
     helpers = ("globals_lookup.", "wrap_args_from_list.", "_binary_subscr_handler.")  # their lambdas and impls
     assert not [frame for frame in frames if frame.startswith(helpers)]

@@ -29,7 +29,7 @@ from typing import Any
 
 import sympy
 import torch
-from torch.utils._sympy.functions import FloorDiv, Max, Min, PythonMod
+from torch.utils._sympy.functions import FloorDiv, Max, Min, PythonMod, simple_floordiv_gcd
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
@@ -132,17 +132,12 @@ def _by_a_positive_constant(fn):
 
 
 def _floor_division(a, b):
-    """``FloorDiv(a, b)`` with the integer factor common to ``b`` and every term of ``a`` divided out first,
-    which is exact (``(4 * n + 2) // 6`` is ``(2 * n + 1) // 3``): torch's ``FloorDiv`` divides it out itself
-    through ``sympy.simplify``, whose first call in a process imports ``sympy.physics`` (about 0.3 s of the
-    inference benchmark's first compile) and which tries every simplification sympy has."""
-    common = int(b)
-    for term in sympy.Add.make_args(a):
-        coefficient = term.as_coeff_Mul()[0]
-        common = math.gcd(common, int(coefficient)) if coefficient.is_Integer else 1
-        if common == 1:
-            return FloorDiv(a, b)
-    return FloorDiv(a / common, b // common)
+    """``FloorDiv(a, b)`` with the factor common to ``b`` and every term of ``a`` (torch's own
+    ``simple_floordiv_gcd``) divided out first, which is exact: ``FloorDiv`` divides it out itself through
+    ``sympy.simplify``, whose first call in a process imports ``sympy.physics`` (about 0.3 s of the inference
+    benchmark's first compile) and which tries every simplification sympy has."""
+    common = simple_floordiv_gcd(a, b)
+    return FloorDiv(a / common, b / common)
 
 
 def _nonnegative_power(base, exponent):
