@@ -1,7 +1,7 @@
 """Shortcuts in thunder's compile skip work whose result thunder throws away or already has (the executors' pass
-that looks for waits, thunderfx's verdict per node, a meta's signature, a code's disassembly) and compile with the
-garbage collector paused, and nothing else: programs compute what eager PyTorch computes, and a trace that has
-waits for collectives still has them sorted."""
+that looks for waits, thunderfx's verdict per node, a meta's signature, a code's disassembly, a new fake tensor
+mode for each DTensor fake run) and compile with the garbage collector paused, and nothing else: programs compute
+what eager PyTorch computes, and a trace that has waits for collectives still has them sorted."""
 
 import pytest
 import torch
@@ -72,6 +72,51 @@ def test_a_wait_for_a_collective_is_still_sorted(executor_passes, one_rank_group
     torch.testing.assert_close(jf(x := torch.randn(3)), x * 2)
     assert len(executor_passes) == PASSES_PER_COMPILE + 1
     assert "Sort Waits" in [t.get_provenance().pss for t in thunder.last_traces(jf) if t.get_provenance()]
+
+
+def test_dtensor_fake_runs_share_one_fake_tensor_mode(monkeypatch, one_rank_group):
+    """A DTensor operation's meta function runs the torch operation on fake tensors; 0.2.6 made a FakeTensorMode
+    for each run, and each records the Python stack it is made in (hundreds of frames under the interpreter)."""
+    import sys
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed.tensor import DeviceMesh, Replicate, Shard, distribute_tensor
+
+    made = []
+    original = FakeTensorMode.__init__
+
+    def init(self, *args, **kwargs):
+        made.append(sys._getframe(1).f_globals["__name__"])  # who makes it (DTensor's own propagation makes some)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(FakeTensorMode, "__init__", init)
+
+    def g(x, w):
+        return torch.nn.functional.linear(x, w) * 2
+
+    mesh = DeviceMesh("cpu", [0])
+    w = distribute_tensor(torch.randn(8, 4), mesh, [Shard(0)])
+    for n in (3, 5):
+        x = distribute_tensor(torch.randn(n, 4), mesh, [Replicate()])
+        torch.testing.assert_close(thunder.jit(g)(x, w).full_tensor(), g(x, w).full_tensor())
+    assert made.count("thunder.torch.experimental.dtensor_utils") <= 1  # none when an earlier test made it
+
+
+def test_each_thread_has_its_own_fake_tensor_mode_for_dtensor_fake_runs():
+    """A mode's state (the modes it was entered over) is not shared between threads; asked with arguments, the
+    name still makes a new mode."""
+    import threading
+
+    from thunder.torch.experimental import dtensor_utils
+
+    here = dtensor_utils.FakeTensorMode()
+    there = []
+    thread = threading.Thread(target=lambda: there.extend(dtensor_utils.FakeTensorMode() for _ in range(2)))
+    thread.start()
+    thread.join()
+    assert dtensor_utils.FakeTensorMode() is here
+    assert there[0] is there[1] and there[0] is not here
+    assert dtensor_utils.FakeTensorMode(allow_non_fake_inputs=True) is not here
 
 
 def test_thunderfx_decides_once_whether_thunder_runs_a_node(monkeypatch):
