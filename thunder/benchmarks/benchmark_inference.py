@@ -920,12 +920,26 @@ def print_report(report: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; a torchrun rank then ends without Python's finalization (``rank_exit``)."""
     args = parse_args(argv)
     device = pick_device(args.device)
     args = resolve_defaults(args, device)
     args.device_type = device.type
     warnings.filterwarnings("ignore", message=".*symbolic values.*highly experimental")
     ctx = setup_distributed(device.type)
+    try:
+        code = run_modes(args, ctx, device)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    if ctx.world_size > 1:
+        from rank_exit import end_rank
+
+        end_rank(code)
+    return code
+
+
+def run_modes(args, ctx: Dist, device: torch.device) -> int:
     try:
         reason = unsupported(args, ctx.world_size)
         if reason is not None:
@@ -953,9 +967,6 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:
         print(f"[rank {ctx.rank}] benchmark failed:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
         return 1
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
 
 
 if __name__ == "__main__":

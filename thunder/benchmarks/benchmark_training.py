@@ -21,15 +21,15 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 import warnings
-from typing import NoReturn
 
 import torch
 from torch import nn
 
 import thunder
+
+from rank_exit import end_rank  # beside this file
 
 DIM, HEADS, VOCAB = 64, 4, 128
 
@@ -133,18 +133,6 @@ def measure(args) -> dict:
             "grad_diff": max((g - r).abs().max().item() for s, e in zip(steps, eager) for g, r in zip(s[3], e[3])),
         }
     return results
-
-
-def end_rank() -> NoReturn:
-    """End a tensor-parallel rank, its output flushed, without Python's finalization.
-
-    A gloo group outlives ``destroy_process_group`` (DTensor's caches hold its mesh), and its threads release each
-    finished collective's tensors after the rank has the result, which takes the GIL. A release still pending when
-    Python finalizes tears the thread down instead, and the rank aborts ("terminate called without an active
-    exception", pytorch/pytorch#65231): with torch 2.14 on a busy 2-core machine, 6 launches in 16."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 def main() -> None:

@@ -71,6 +71,26 @@ def test_symbolic_values_never_recompile_in_later_decode(tmp_path):
     assert next(run for run in report["runs"] if run["mode"] == "eager")["compile"]["decode_step_profile"] is None
 
 
+@pytest.mark.distributed
+def test_tensor_parallel_ranks_end_without_python_finalization(tmp_path):
+    """A rank ends once its report is out, without Python's finalization: gloo's threads releasing a collective's
+    tensors during it aborted ranks on torch 2.14 (``rank_exit``). An exit handler shows whether it ran."""
+    code = f"""
+    import atexit
+    import sys
+    atexit.register(print, "python finalized", flush=True)
+    sys.argv = ["benchmark_inference.py", "--mode", "eager", "--num-layers", "2", "--output-length", "3",
+                "--num-iterations", "1", "--warmup-iterations", "0", "--save-results", "--output-dir", {str(tmp_path)!r}]
+    sys.path.insert(0, {str(BENCHMARK.parent)!r})
+    import benchmark_inference
+    sys.exit(benchmark_inference.main())
+    """
+    result = run_torchrun(code, nproc=2, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "-- eager" in result.stdout and len(list(tmp_path.glob("inference_*.json"))) == 1
+    assert "python finalized" not in result.stdout
+
+
 def test_unsupported_combination_fails_with_a_clear_message(tmp_path):
     code = f"""
     import sys
