@@ -212,3 +212,85 @@ def test_the_torch_compile_executor_fuses_what_the_dtensor_local_executor_writes
 
     names = [ex.name for ex in with_torch_compile_executor(thunder.get_default_executors())]
     assert names.index("torchcompile") == names.index("dtensor_local") + 1
+
+
+# Sums over 2 gloo ranks through the DTensor local executor's operators, against c10d's all-reduce.
+SUMS = """
+import json, sys, torch, torch.distributed as dist
+import thunder_symbolic.dtensor_local as dl
+
+dist.init_process_group("gloo")
+rank, group = dist.get_rank(), dist.group.WORLD.group_name
+torch.manual_seed(rank)
+lines = []  # written at once at the end: the ranks share stdout
+
+
+def all_reduce(t, op):
+    out = t.clone()
+    dist.all_reduce(out, op=getattr(dist.ReduceOp, op.upper()))
+    return out
+
+
+def case(name, t, op="sum", in_place=True):
+    expected, before = all_reduce(t, op), t.clone()
+    gathered = dl._gathering_group(t, op, group) is not None
+    result = dl._wait((dl._all_reduce_in_place if in_place else dl._all_reduce)(t, op, group))
+    lines.append(json.dumps({"rank": rank, "case": name, "gathered": gathered, "equal": torch.equal(result, expected),
+                             "in_place": result.data_ptr() == t.data_ptr(), "input_kept": torch.equal(t, before),
+                             "pending": len(dl._gathers)}))
+
+
+case("decode_step", torch.randn(1, 1, 256).bfloat16())
+case("prefill_out_of_place", torch.randn(1, 16, 256).bfloat16(), in_place=False)
+case("strided", torch.randn(16, 8).t())
+case("at_gather_bytes", torch.randn(dl.GATHER_BYTES // 4).bfloat16())  # 2 ranks x 2 bytes an element
+case("above_gather_bytes", torch.randn(dl.GATHER_BYTES // 4 + 1).bfloat16())
+case("max", torch.randn(8), op="max")
+case("integers", torch.randint(0, 100, (8,)))
+a, b = torch.randn(2, 4).bfloat16(), torch.randn(3).bfloat16()
+sums = dl._wait_together(dl._all_reduce_together((a, b), "sum", group))
+lines.append(json.dumps({"rank": rank, "case": "together", "equal": [torch.equal(s, all_reduce(t, "sum")) for s, t in
+                         zip(sums, (a, b))], "pending": len(dl._gathers)}))
+sys.stdout.write("".join(line + "\\n" for line in lines))
+sys.stdout.flush()
+dist.destroy_process_group()
+"""
+
+# case: whether it is summed as a gather (small floating-point sums on gloo) or by c10d's all-reduce
+SUM_CASES = {
+    "decode_step": True,
+    "prefill_out_of_place": True,
+    "strided": True,
+    "at_gather_bytes": True,
+    "above_gather_bytes": False,
+    "max": False,
+    "integers": False,
+}
+
+
+@pytest.fixture(scope="module")
+def sums():
+    run = run_torchrun(SUMS, nproc=2, timeout=300)
+    assert run.returncode == 0, run.stderr[-4000:]
+    reported = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    return {(entry["rank"], entry["case"]): entry for entry in reported}
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("case", list(SUM_CASES))
+def test_small_sums_over_gloo_ranks_are_gathers_equal_to_the_all_reduce(sums, case):
+    """A small floating-point sum over gloo ranks is an all-gather and a local sum (gloo's all-reduce takes
+    2-2.5x as long): on every rank it equals c10d's all-reduce bit for bit, in place where the all-reduce
+    was (else the operand is left as it was), and nothing stays pending after the wait; others are
+    c10d's all-reduce."""
+    for rank in (0, 1):
+        entry = sums[rank, case]
+        assert entry["gathered"] == SUM_CASES[case]
+        assert entry["equal"] and entry["pending"] == 0
+        assert entry["in_place"] if case != "prefill_out_of_place" else entry["input_kept"]
+
+
+@pytest.mark.distributed
+def test_sums_together_over_gloo_ranks_equal_the_all_reduce(sums):
+    for rank in (0, 1):
+        assert sums[rank, "together"]["equal"] == [True, True] and sums[rank, "together"]["pending"] == 0
