@@ -39,7 +39,12 @@ _EXACT_BACKWARD = "_thunder_symbolic_exact_backward"  # on a CompileData whose b
 set_grad_enabled = torch._C._set_grad_enabled
 
 
-_LEAVES = (torch.Tensor, int, float, bool, str, type(None))  # flattened as themselves (thunder's none_is_leaf)
+# Flattened as themselves by thunder's tree_flatten (none_is_leaf; a parameter or a DTensor is a leaf too: a
+# tensor-parallel module's region takes dozens).
+_LEAVES = frozenset(
+    (torch.Tensor, torch.nn.Parameter, int, float, bool, str, type(None))
+    + ((torch.distributed.tensor.DTensor,) if torch.distributed.is_available() else ())
+)
 
 
 # Arguments that hold no tensor and are not containers (a dtype, a callable): no need to flatten for them.

@@ -35,8 +35,18 @@ def thunder_alias_groups(args, kwargs):
         lambda a, b: ((a, 2.0, True, b[0]), {}),
         lambda a, b: ((a, torch.float32, torch.relu, {"scale": 2.0}), {}),
         lambda a, b: ((a, torch.float32, torch.relu, {"again": a[0]}), {}),
+        lambda a, b: ((torch.nn.Parameter(a), a, a[1:], torch.nn.Parameter(b), b), {}),
     ],
-    ids=["distinct", "views", "none-shifts-indices", "nested-and-kwargs", "numbers", "one-tensor", "dict-view"],
+    ids=[
+        "distinct",
+        "views",
+        "none-shifts-indices",
+        "nested-and-kwargs",
+        "numbers",
+        "one-tensor",
+        "dict-view",
+        "parameters",
+    ],
 )
 def test_alias_groups_match_thunders_definition(make_args):
     args, kwargs = make_args(torch.randn(4, 3), torch.randn(2))
