@@ -561,11 +561,13 @@ class CompileCounter:
 
 
 class StepTime(NamedTuple):
-    """Seconds of a generation step: wall time, and CPU time of this rank's main thread, which leaves out
-    the waits for other ranks (collectives) and for the device."""
+    """Seconds of a generation step: wall time, CPU time of this rank's main thread, which leaves out the
+    waits for other ranks (collectives) and for the device, and CPU time of the rank's whole process, which
+    adds its other threads' (gloo's communication threads: they compete with the main thread for the CPU)."""
 
     wall: float
     cpu: float
+    process: float
 
 
 class Runner:
@@ -581,7 +583,7 @@ class Runner:
         and regions around them (thunder's only) is not timed."""
         before = self.counter.snapshot(self.compiled)
         timed_before = None if model else self.counter.profile.instrument(self.compiled)
-        began, cpu_began = time.perf_counter(), time.thread_time()
+        began, cpu_began, process_began = time.perf_counter(), time.thread_time(), time.process_time()
         start = kv_cache.get_seq_length()
         start = int(start) if isinstance(start, torch.Tensor) else start
         cache_position = torch.arange(start, start + input_ids.shape[1], device=self.device)
@@ -591,7 +593,9 @@ class Runner:
             ).logits
         next_token = torch.argmax(logits[:, -1, :], dim=-1, keepdim=True)
         sync(self.device)
-        took = StepTime(time.perf_counter() - began, time.thread_time() - cpu_began)
+        took = StepTime(
+            time.perf_counter() - began, time.thread_time() - cpu_began, time.process_time() - process_began
+        )
         after = self.counter.snapshot(self.compiled)
         self.counter.account(phase, before, after, took.wall, self.compiled, timed_before)
         return next_token, logits[:, -1, :].float(), took
@@ -606,20 +610,21 @@ class Runner:
         kv_cache = make_kv_cache(self.args, self.config, self.ctx, self.device)
         sync(self.device)
         token, last_logits, prefill = self.step(input_ids, kv_cache, "prefill", model)
-        tokens, logits, decode = [token], [last_logits], StepTime(0.0, 0.0)
+        tokens, logits, decode = [token], [last_logits], StepTime(0.0, 0.0, 0.0)
         for i in range(self.args.output_length - 1):
             if forced is not None:
                 token = forced[:, i : i + 1]
             token, last_logits, took = self.step(token, kv_cache, "first_decode" if i == 0 else "later_decode", model)
             tokens.append(token)
             logits.append(last_logits)
-            decode = StepTime(decode.wall + took.wall, decode.cpu + took.cpu)
+            decode = StepTime(*(total + part for total, part in zip(decode, took)))
             if progress is not None:
                 progress.update(1)
         return {
             "prefill_s": prefill.wall,
             "decode_s": decode.wall,
             "decode_cpu_s": decode.cpu,
+            "decode_process_cpu_s": decode.process,
             "tokens": torch.cat(tokens, dim=1),
             "logits": logits,
         }
@@ -632,6 +637,7 @@ def summarize(args, iterations: list[dict[str, float]]) -> dict[str, Any]:
     total = [p + d for p, d in zip(prefill, decode)]
     tbot = [d / (n_out - 1) for d in decode]
     tbot_cpu = [it["decode_cpu_s"] * 1e3 / (n_out - 1) for it in iterations]
+    tbot_process_cpu = [it["decode_process_cpu_s"] * 1e3 / (n_out - 1) for it in iterations]
 
     def spread(values):
         return statistics.stdev(values) if len(values) > 1 else 0.0
@@ -645,6 +651,7 @@ def summarize(args, iterations: list[dict[str, float]]) -> dict[str, Any]:
         "ttft_std_ms": spread(prefill),
         "tbot_ms": statistics.mean(tbot),
         "tbot_cpu_ms": statistics.mean(tbot_cpu),
+        "tbot_process_cpu_ms": statistics.mean(tbot_process_cpu),
         "prefill_time_ms": statistics.mean(prefill),
         "decode_time_ms": statistics.mean(decode),
         "total_time_ms": statistics.mean(total),
@@ -807,9 +814,9 @@ def run_name(run: dict[str, Any]) -> str:
 
 
 def comparison(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per run: TBOT and its ratio to eager's and inductor's (when run), the main thread's CPU time
-    per token, time to first token with compiling (and whether Inductor's on-disk cache served it), recompiles
-    and thunder regions per decode step."""
+    """One row per run: TBOT and its ratio to eager's and inductor's (when run), the main thread's and the
+    process's CPU time per token, time to first token with compiling (and whether Inductor's on-disk cache
+    served it), recompiles and thunder regions per decode step."""
     tbot = {run["mode"]: run["metrics"]["tbot_ms"] for run in runs if run["mode"] in ("eager", "inductor")}
     rows = []
     for run in runs:
@@ -822,6 +829,7 @@ def comparison(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "tbot_vs_inductor": m["tbot_ms"] / tbot["inductor"] if "inductor" in tbot else None,
                 "tbot_cpu_ms": m["tbot_cpu_ms"],
                 "tbot_cpu_slowest_rank_ms": m["tbot_cpu_slowest_rank_ms"],
+                "tbot_process_cpu_ms": m["tbot_process_cpu_ms"],
                 "decode_tokens_per_s": m["decode_throughput_tokens_per_s"],
                 "first_token_s": c["first_token_s"],
                 "compile_time_s": c["compile_time_s"],
@@ -861,7 +869,8 @@ def print_report(report: dict[str, Any]) -> None:
         print(
             f"  latency {m['latency_ms_per_token']:.2f} ms/token, TTFT {m['ttft_ms']:.2f} ms "
             f"(std {m['ttft_std_ms']:.2f}), TBOT {m['tbot_ms']:.2f} ms (CPU {m['tbot_cpu_ms']:.2f} ms, the slowest "
-            f"rank's {m['tbot_cpu_slowest_rank_ms']:.2f} ms)"
+            f"rank's {m['tbot_cpu_slowest_rank_ms']:.2f} ms; the process's {m['tbot_process_cpu_ms']:.2f} ms, its "
+            "communication threads included)"
         )
         print(
             f"  prefill {m['prefill_time_ms']:.1f} ms, decode {m['decode_time_ms']:.1f} ms, total "
@@ -903,19 +912,21 @@ def print_report(report: dict[str, Any]) -> None:
     if len(report["runs"]) > 1:
         print(
             "\n-- comparison (TBOT: time between output tokens; CPU: of rank 0's main thread per token, without"
-            " waits for other ranks; slowest: the largest rank's; first token: compiling included)"
+            " waits for other ranks; slowest: the largest rank's; process: rank 0's process, all its threads;"
+            " first token: compiling included)"
         )
         print(
             f"  {'run':34} {'TBOT ms':>8} {'x eager':>8} {'x inductor':>10} {'CPU ms':>7} {'slowest':>7} "
-            f"{'first token s':>13} {'recompiles (later decode)':>25} {'regions/step':>12} {'matches':>7}"
+            f"{'process':>7} {'first token s':>13} {'recompiles (later decode)':>25} {'regions/step':>12} "
+            f"{'matches':>7}"
         )
         for row in report["comparison"]:
             ratios = [f"{r:.2f}" if r is not None else "-" for r in (row["tbot_vs_eager"], row["tbot_vs_inductor"])]
             print(
                 f"  {row['run']:34} {row['tbot_ms']:>8.2f} {ratios[0]:>8} {ratios[1]:>10} {row['tbot_cpu_ms']:>7.2f} "
-                f"{row['tbot_cpu_slowest_rank_ms']:>7.2f} {row['first_token_s']:>13.1f} "
-                f"{row['recompiles_later_decode']:>25} {row['thunder_regions_per_decode_step']:>12} "
-                f"{row['matches_eager']!s:>7}"
+                f"{row['tbot_cpu_slowest_rank_ms']:>7.2f} {row['tbot_process_cpu_ms']:>7.2f} "
+                f"{row['first_token_s']:>13.1f} {row['recompiles_later_decode']:>25} "
+                f"{row['thunder_regions_per_decode_step']:>12} {row['matches_eager']!s:>7}"
             )
 
 

@@ -59,6 +59,9 @@ def test_symbolic_values_never_recompile_in_later_decode(tmp_path):
     # and the slowest rank's (each rank measures its own: rank 0's is one of them)
     assert all(row["tbot_cpu_ms"] <= row["tbot_cpu_slowest_rank_ms"] for row in rows.values())
     assert "CPU ms" in result.stdout and "the slowest rank's" in result.stdout
+    # and the whole process's, gloo's communication threads included: more than the main thread's alone
+    assert all(row["tbot_cpu_ms"] < row["tbot_process_cpu_ms"] for row in rows.values())
+    assert "communication threads included" in result.stdout and " process " in result.stdout
     assert 0 < symbolic["thunder_regions_per_decode_step"] <= runs[SYMBOLIC]["compile"]["thunder_compiled_functions"]
     assert runs[SYMBOLIC]["compile"]["split_reasons"] and "graph splits:" in result.stdout
     assert "-- comparison" in result.stdout and "x eager" in result.stdout
