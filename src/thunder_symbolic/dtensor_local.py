@@ -34,7 +34,8 @@ use (tensor parallelism's output hooks do), so what the trace computes in betwee
 communication, as in Inductor's schedule; and sums that are all started before any of them is read (a
 MoE's shared and routed experts) are one collective of the tensors flattened together, as DDP buckets
 gradients: on a decode step a sum costs the collective's latency, not its bytes. Each element is summed
-over the same ranks either way.
+over the same ranks either way. A small sum of CPU tensors over gloo ranks is an all-gather and one local
+sum (see ``GATHER_BYTES``): on 2 ranks of a small CPU machine, 2-2.5x as fast as gloo's all-reduce.
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ from thunder_symbolic.dtensor_shapes import same_dims
 
 __all__ = [
     "BUCKET_BYTES",
-    "GATHER_BYTES",
     "FUSIBLE",
+    "GATHER_BYTES",
     "DTensorLocalExecutor",
     "executor",
     "schedule",
