@@ -41,10 +41,11 @@ set_grad_enabled = torch._C._set_grad_enabled
 
 # Flattened as themselves by thunder's tree_flatten (none_is_leaf; a parameter or a DTensor is a leaf too: a
 # tensor-parallel module's region takes dozens).
-_LEAVES = frozenset(
-    (torch.Tensor, torch.nn.Parameter, int, float, bool, str, type(None))
-    + ((torch.distributed.tensor.DTensor,) if torch.distributed.is_available() else ())
-)
+_LEAVES = {torch.Tensor, torch.nn.Parameter, int, float, bool, str, type(None)}
+if torch.distributed.is_available():
+    from torch.distributed.tensor import DTensor
+
+    _LEAVES.add(DTensor)
 
 
 # Arguments that hold no tensor and are not containers (a dtype, a callable): no need to flatten for them.

@@ -97,7 +97,7 @@ def _wait(t):
         return torch.ops._c10d_functional.wait_tensor(t)
     result, gathered, work = started
     work.wait()
-    return torch.sum(gathered, 0, dtype=result.dtype, out=result)
+    return torch.sum(gathered, 0, out=result)
 
 
 # A small sum over gloo ranks is an all-gather and a local sum instead of gloo's all-reduce: on 2 ranks of
