@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import gc
 import json
 import os
 import platform
@@ -679,21 +680,43 @@ def memory_stats(device: torch.device) -> dict[str, float]:
     return {"peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
 
 
-def start_inductor(runs, device: torch.device) -> float | None:
-    """Pay Inductor's once-per-process start-up before any mode is timed, and return its seconds: its modules'
-    import and, on CPU, the probe of the vector instruction sets (a C++ build and a Python subprocess per set,
-    12-17 s on 2 cores). The first mode to compile through Inductor (inductor, or thunderfx's regions left
-    to PyTorch) would otherwise pay it in its time to first token, which would then depend on the modes' order."""
-    if not any(mode in ("inductor", "thunder") for mode, _ in runs):
-        return None
-    began = time.perf_counter()
-    import torch._inductor.compile_fx  # noqa: F401
+def start_compilers(args, config, ctx: Dist, device: torch.device) -> dict[str, Any]:
+    """Pay the compilers' once-per-process start-up before any mode is timed, and return its seconds by part.
 
-    if device.type == "cpu":
-        from torch._inductor.cpu_vec_isa import pick_vec_isa
+    The first mode to use a compiler would otherwise pay its start-up in its time to first token, which then
+    depended on the modes' order (on 2 CPU cores, thunder's first token was 6.6 s run first and 3.1 s run after
+    Inductor): Inductor's import and, on CPU, its probe of the vector instruction sets (a C++ build and a Python
+    subprocess per set, 12-17 s); Dynamo's first capture of the model (the imports and caches its tracing of the
+    model's code fills), with the eager backend, a generation long; and each mode's first compile, of a small
+    module. A process that runs one mode pays its parts once, in its first token."""
+    compiling = list(dict.fromkeys((mode, cache) for mode, cache in args.runs if mode != "eager"))
+    dynamo = [mode for mode, _ in compiling if mode in ("inductor", "thunder")]
+    start_up: dict[str, Any] = {}
+    if dynamo:
+        began = time.perf_counter()
+        import torch._inductor.compile_fx  # noqa: F401
 
-        pick_vec_isa()
-    return time.perf_counter() - began
+        if device.type == "cpu":
+            from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+            pick_vec_isa()
+        start_up["inductor_import_s"] = time.perf_counter() - began
+        began = time.perf_counter()
+        runner = Runner(args, config, ctx, device, "eager", None)
+        runner.compiled = torch.compile(runner.model, backend="eager")
+        runner.generate()
+        start_up["dynamo_capture_s"] = time.perf_counter() - began
+    small = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.SiLU()).to(device)
+    start_up["first_compile_s"] = {}
+    for mode, cache in compiling:
+        torch._dynamo.reset()
+        began = time.perf_counter()
+        with torch.no_grad():
+            compile_model(small, args, mode, cache)(torch.ones(2, 8, device=device))
+        sync(device)
+        start_up["first_compile_s"][run_name({"mode": mode, "thunder_cache": cache})] = time.perf_counter() - began
+    torch._dynamo.reset()
+    return start_up
 
 
 def inductor_cache_use(counters) -> dict[str, int]:
@@ -714,6 +737,7 @@ def run_one(args, config, ctx: Dist, device: torch.device, mode: str, cache: str
 
     torch._dynamo.reset()  # each mode's compiles and graph counts are its own
     counters.clear()
+    gc.collect()  # and its garbage collector does not scan the previous modes' leftovers
     runner = Runner(args, config, ctx, device, mode, cache)
     iterations = args.warmup_iterations + args.num_iterations
     progress = None
@@ -843,6 +867,18 @@ def comparison(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def print_start_up(start_up: dict[str, Any]) -> None:
+    parts = []
+    if "inductor_import_s" in start_up:
+        parts.append(f"Inductor's import and vector-ISA probe {start_up['inductor_import_s']:.1f} s")
+        parts.append(f"Dynamo's first capture of the model {start_up['dynamo_capture_s']:.1f} s")
+    if start_up["first_compile_s"]:
+        firsts = ", ".join(f"{name} {s:.1f} s" for name, s in start_up["first_compile_s"].items())
+        parts.append(f"a first compile of a small module: {firsts}")
+    if parts:
+        print("start-up, paid once before any mode is timed: " + "; ".join(parts))
+
+
 def print_report(report: dict[str, Any]) -> None:
     cfg = report["config"]
     print(
@@ -850,8 +886,7 @@ def print_report(report: dict[str, Any]) -> None:
         f"batch {cfg['batch_size']}, input {cfg['input_length']}, output {cfg['output_length']}, "
         f"KV cache {cfg['kv_cache']}, MoE {MOE_KIND[cfg['disable_moe_replacement']]} ==="
     )
-    if report["inductor_start_up_s"] is not None:
-        print(f"Inductor's start-up, paid once before any mode is timed: {report['inductor_start_up_s']:.1f} s")
+    print_start_up(report["start_up"])
     for run in report["runs"]:
         m, c, mem = run["metrics"], run["compile"], run["memory"]
         v = run["verify"]
@@ -957,12 +992,12 @@ def run_modes(args, ctx: Dist, device: torch.device) -> int:
             raise SystemExit(f"benchmark_inference.py: {reason}")
         torch.manual_seed(args.seed)
         config = load_config(args)
-        inductor_start_up_s = start_inductor(args.runs, device)
+        start_up = start_compilers(args, config, ctx, device)
         runs = [run_one(args, config, ctx, device, mode, cache) for mode, cache in args.runs]
         report = {
             "config": {**{k: v for k, v in vars(args).items()}, "world_size": ctx.world_size, "device": str(device)},
             "versions": versions(),
-            "inductor_start_up_s": inductor_start_up_s,
+            "start_up": start_up,
             "runs": runs,
             "comparison": comparison(runs),
         }
