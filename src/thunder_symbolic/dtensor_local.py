@@ -240,13 +240,17 @@ class _Lowering:
 
     def keep(self, bsym) -> None:
         """Add a bound symbol that is not rewritten: it reads local tensor proxies for rewritten to_local
-        results, and a ``del`` forgets the proxies the rewritten trace no longer has."""
+        results, and a ``del`` forgets the proxies the rewritten trace no longer has. One that reads no
+        such result is added as it is (its subsymbols see only its arguments): copying every bound symbol
+        with its subsymbols was most of the pass."""
         if bsym.sym.id == PrimIDs.DEL:
             kept = tuple(p for p in bsym.args if p.name not in self.locals and variableify(p) not in self.swap)
             if kept:
                 self.bound_symbols.append(bsym.from_bsym(args=kept))
+        elif any(variableify(p) in self.swap for p in bsym.flat_proxy_args):
+            self.bound_symbols.append(bsym.from_bsym_swap_proxies(self.swap))
         else:
-            self.bound_symbols.append(bsym.from_bsym_swap_proxies(self.swap) if self.swap else bsym)
+            self.bound_symbols.append(bsym)
 
     def operand(self, a: Any) -> Any:
         return self.local(a) if isinstance(a, DTensorProxy) else a

@@ -1,7 +1,8 @@
 """Shortcuts in thunder's compile skip work whose result thunder throws away or already has (the executors' pass
 that looks for waits, thunderfx's verdict per node, a meta's signature, a code's disassembly, a new fake tensor
-mode for each DTensor fake run) and compile with the garbage collector paused, and nothing else: programs compute
-what eager PyTorch computes, and a trace that has waits for collectives still has them sorted."""
+mode for each DTensor fake run, the DTensor local pass's copies of what it does not change) and compile with the
+garbage collector paused, and nothing else: programs compute what eager PyTorch computes, and a trace that has
+waits for collectives still has them sorted."""
 
 import pytest
 import torch
@@ -226,3 +227,35 @@ def test_a_thunderfx_call_compiles_with_the_collector_paused(monkeypatch):
     with pytest.raises(ValueError, match="too long"):
         compiled(torch.randn(5))
     assert gc.isenabled()
+
+
+def test_the_dtensor_local_pass_copies_only_what_reads_a_rewritten_to_local(monkeypatch, one_rank_group):
+    """The DTensor local executor's pass rewrites a to_local as the local tensor, so what reads its result is
+    copied to read that instead; 0.2.6's way of copying (every bound symbol, with its subsymbols, once any
+    to_local was rewritten) was most of the pass. A bound symbol that reads none stays the same object."""
+    from torch.distributed.tensor import DeviceMesh, Replicate, Shard, distribute_tensor
+
+    from thunder_symbolic import dtensor_local
+
+    passes = []
+    original = dtensor_local.executor.fusion_pass
+
+    def fusion_pass(trace):
+        passes.append((trace, original(trace)))
+        return passes[-1][1]
+
+    monkeypatch.setattr(dtensor_local.executor, "fusion_pass", fusion_pass)
+
+    def g(x, w):
+        local = torch.nn.functional.linear(x, w).to_local()
+        return local.sin() * 2
+
+    mesh = DeviceMesh("cpu", [0])
+    x = distribute_tensor(torch.randn(3, 4), mesh, [Replicate()])
+    w = distribute_tensor(torch.randn(8, 4), mesh, [Shard(0)])  # column-parallel: the local linear is the result
+    torch.testing.assert_close(thunder.jit(g)(x, w), g(x, w))
+    (before, after), *_ = passes
+    names = {b.sym.name: b for b in before.bound_symbols}
+    kept = [b for b in after.bound_symbols if any(b is k for k in before.bound_symbols)]
+    assert {"dtensor_to_local", "sin", "mul"} <= set(names)
+    assert names["mul"] in kept and names["sin"] not in kept
