@@ -107,6 +107,21 @@ def test_dict_with_an_optional_key(cache):
 
 
 @CACHES
+def test_dict_keys_with_quotes(cache):
+    """The prologue's check of the keys prints them: one whose repr is in double quotes ("it's") made a prologue
+    that did not compile (transformers' registry of classes, keyed by their reprs, is such a dict)."""
+
+    def f(t, cfg):
+        return t * cfg["it's"] + cfg.get('say "hi"', 0.0)
+
+    args = [(x(), {"it's": 2.0}), (x(), {"it's": 3.0, 'say "hi"': 1.0}), (x(), {"it's": 4.0})]
+    jf = check_against_eager(f, args, cache=cache, compiles=2 if cache == "symbolic values" else 3)
+    if cache == "symbolic values":
+        reasons = str(thunder_symbolic.recompile_reasons(jf)[0])
+        assert "guard type(cfg) is dict and list(cfg) == ['it's'] failed (recorded at argument cfg)" in reasons
+
+
+@CACHES
 def test_kwargs_whose_keys_change(cache):
     def f(t, **kwargs):
         if "bias" in kwargs:
