@@ -694,7 +694,7 @@ def start_compilers(args, config, ctx: Dist, device: torch.device) -> dict[str, 
     start_up: dict[str, Any] = {}
     if dynamo:
         began = time.perf_counter()
-        import torch._inductor.compile_fx  # noqa: F401
+        from torch._inductor import compile_fx  # noqa: F401  (not `import torch._...`: that binds a local torch)
 
         if device.type == "cpu":
             from torch._inductor.cpu_vec_isa import pick_vec_isa
