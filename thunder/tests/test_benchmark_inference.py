@@ -99,6 +99,18 @@ def test_tensor_parallel_ranks_end_without_python_finalization(tmp_path):
     assert "python finalized" not in result.stdout
 
 
+def test_thunder_jit_on_one_rank_with_a_static_cache(tmp_path):
+    """thunder.jit of the whole model (no Dynamo, so no Inductor or Dynamo start-up), logits equal to eager's: its
+    prologue checks transformers' registry of classes, whose keys print in double quotes."""
+    report, result = run_benchmark(
+        tmp_path, "--mode", "thunderjit", "--kv-cache", "static", "--thunder-cache", SYMBOLIC, "--num-layers", "1",
+        "--output-length", "2", "--num-iterations", "1", "--warmup-iterations", "0", nproc=1,
+    )
+    start_up = report["start_up"]
+    assert list(start_up) == ["first_compile_s"] and list(start_up["first_compile_s"]) == [f"thunderjit ({SYMBOLIC})"]
+    assert [run["verify"]["matches_eager"] for run in report["runs"]] == [True]
+
+
 def test_unsupported_combination_fails_with_a_clear_message(tmp_path):
     code = f"""
     import sys
