@@ -537,6 +537,7 @@ class CompileCounter:
     compiling_calls: int = 0
     regions_called: dict[str, int] = field(default_factory=dict)  # thunder programs run by a step, per phase
     profile: DecodeProfile = field(default_factory=DecodeProfile)
+    first_compile: dict[str, float] | None = None  # thunder's compiling in the first step that compiled, by phase
 
     def snapshot(self, compiled) -> tuple[dict[int, int], int, dict[int, int]]:
         import thunder
@@ -553,9 +554,31 @@ class CompileCounter:
         recompiles = sum(max(m, 1) - max(misses_before.get(k, 0), 1) for k, m in misses_after.items())
         self.recompiles[phase] += recompiles
         if misses_after != misses_before or graphs_after != graphs_before:
+            if not self.compiling_calls and compiled is not None:
+                self.first_compile = compile_phases(compiled, misses_before, calls_before, calls_after)
             self.compile_time_s += seconds
             self.compiling_calls += 1
         self.misses = misses_after
+
+
+def compile_phases(compiled, misses_before, calls_before, calls_after) -> dict[str, float] | None:
+    """Seconds thunder compiled in one step, by phase, from its timestamps of each region's last call: tracing
+    (the interpreter, to the computation trace) and transforms (the prologue's and the computation's for
+    execution, their Python). None when a region that compiled was called again in the step (the timestamps
+    are then the later call's); no thunder region: zeros."""
+    import thunder
+
+    tracing = transforms = 0.0
+    for fn in thunder_functions(compiled):
+        misses = thunder.cache_misses(fn) - misses_before.get(id(fn), 0)
+        if not misses:
+            continue
+        if misses != 1 or calls_after[id(fn)] - calls_before.get(id(fn), 0) != 1:
+            return None
+        cs = thunder.compile_stats(fn)
+        tracing += (cs.last_trace_tracing_stop - cs.last_trace_tracing_start) / 1e9
+        transforms += (cs.last_prologue_execution_start - cs.last_trace_tracing_stop) / 1e9
+    return {"thunder_tracing_s": tracing, "thunder_transforms_s": transforms}
 
 
 # --- Generation ------------------------------------------------------------------------------------
@@ -784,6 +807,7 @@ def run_one(args, config, ctx: Dist, device: torch.device, mode: str, cache: str
         "decode_step_profile": runner.counter.profile.summary() if fns else None,
         "split_reasons": split_reasons(runner.compiled),
         "first_token_s": first_token_s,
+        "first_compile_thunder": runner.counter.first_compile,
         "compiling_calls": runner.counter.compiling_calls,
         "compile_time_s": runner.counter.compile_time_s,
         "first_iteration_s": first_iteration_s,
@@ -923,10 +947,15 @@ def print_report(report: dict[str, Any]) -> None:
             f"{c['recompiles_prefill']}, first decode {c['recompiles_first_decode']}, later decode "
             f"{c['recompiles_later_decode']})"
         )
+        phases = c["first_compile_thunder"] if run["mode"] in THUNDER_MODES else None
+        in_thunder = ""
+        if phases:
+            tracing, transforms = phases["thunder_tracing_s"], phases["thunder_transforms_s"]
+            in_thunder = f" (thunder's tracing {tracing:.1f} s, its transforms {transforms:.1f} s)"
         print(
             f"  compiling: {c['compile_time_s']:.1f} s in {c['compiling_calls']} calls; first token "
-            f"{c['first_token_s']:.1f} s, first iteration {c['first_iteration_s']:.1f} s; Inductor's FX-graph cache: "
-            f"{c['inductor_cache_hits']} hits, {c['inductor_cache_misses']} misses"
+            f"{c['first_token_s']:.1f} s{in_thunder}, first iteration {c['first_iteration_s']:.1f} s; Inductor's "
+            f"FX-graph cache: {c['inductor_cache_hits']} hits, {c['inductor_cache_misses']} misses"
         )
         if run["mode"] in THUNDER_MODES:
             print(f"  thunder regions per decode step: {c['thunder_regions_per_decode_step']}")

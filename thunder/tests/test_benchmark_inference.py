@@ -50,6 +50,11 @@ def test_symbolic_values_never_recompile_in_later_decode(tmp_path):
     assert start_up["inductor_import_s"] > 0 and start_up["dynamo_capture_s"] > 0
     assert list(start_up["first_compile_s"]) == [f"thunder ({CONSTANT})", f"thunder ({SYMBOLIC})"]
     assert "paid once before any mode is timed" in result.stdout and "Dynamo's first capture" in result.stdout
+    # thunder's share of the first token (its first compiling step): tracing, then the transforms for execution.
+    phases = runs[SYMBOLIC]["compile"]["first_compile_thunder"]
+    assert 0 < phases["thunder_tracing_s"] and 0 < phases["thunder_transforms_s"]
+    assert phases["thunder_tracing_s"] + phases["thunder_transforms_s"] < runs[SYMBOLIC]["compile"]["first_token_s"]
+    assert "thunder's tracing" in result.stdout
     # Whether Inductor's on-disk cache served a mode's graphs: the first thunder run finds it empty and compiles
     # (a graph it compiled twice is a hit the second time).
     assert report["runs"][1]["compile"]["inductor_cache_misses"] > 0
