@@ -707,15 +707,15 @@ def start_compilers(args, config, ctx: Dist, device: torch.device) -> dict[str, 
     """Pay the compilers' once-per-process start-up before any mode is timed, and return its seconds by part.
 
     The first mode to use a compiler would otherwise pay its start-up in its time to first token, which then
-    depended on the modes' order (on 2 CPU cores, thunder's first token was 6.6 s run first and 3.1 s run after
+    depended on the modes' order (on 2 CPU cores, thunder's first token was 6.6 s run first and 3.0 s run after
     Inductor): Inductor's import and, on CPU, its probe of the vector instruction sets (a C++ build and a Python
     subprocess per set, 12-17 s); Dynamo's first capture of the model (the imports and caches its tracing of the
     model's code fills), with the eager backend, a generation long; and each mode's first compile, of a small
     module. A process that runs one mode pays its parts once, in its first token."""
     compiling = list(dict.fromkeys((mode, cache) for mode, cache in args.runs if mode != "eager"))
-    dynamo = [mode for mode, _ in compiling if mode in ("inductor", "thunder")]
+    through_dynamo = any(mode in ("inductor", "thunder") for mode, _ in compiling)
     start_up: dict[str, Any] = {}
-    if dynamo:
+    if through_dynamo or (compiling and args.enable_torch_compile_executor):  # thunderfx, that executor: Inductor
         began = time.perf_counter()
         from torch._inductor import compile_fx  # noqa: F401  (not `import torch._...`: that binds a local torch)
 
@@ -724,6 +724,7 @@ def start_compilers(args, config, ctx: Dist, device: torch.device) -> dict[str, 
 
             pick_vec_isa()
         start_up["inductor_import_s"] = time.perf_counter() - began
+    if through_dynamo:
         began = time.perf_counter()
         runner = Runner(args, config, ctx, device, "eager", None)
         runner.compiled = torch.compile(runner.model, backend="eager")
@@ -895,6 +896,7 @@ def print_start_up(start_up: dict[str, Any]) -> None:
     parts = []
     if "inductor_import_s" in start_up:
         parts.append(f"Inductor's import and vector-ISA probe {start_up['inductor_import_s']:.1f} s")
+    if "dynamo_capture_s" in start_up:
         parts.append(f"Dynamo's first capture of the model {start_up['dynamo_capture_s']:.1f} s")
     if start_up["first_compile_s"]:
         firsts = ", ".join(f"{name} {s:.1f} s" for name, s in start_up["first_compile_s"].items())
