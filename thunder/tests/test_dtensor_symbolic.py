@@ -146,6 +146,16 @@ def test_thunderfx_keeps_redistribute_in_thunder(results, case):
 
 
 @pytest.mark.distributed
+@pytest.mark.parametrize("case", [case for case in CASES if case.endswith("_thunderfx")])
+def test_thunderfx_makes_proxies_of_dtensors_with_symbolic_sizes(results, case):
+    """From the second sequence length Dynamo's graph holds DTensors of symbolic sizes: thunderfx's splitter
+    failed to make their proxies ('unhashable type: non-nested SymInt') and left each of their operations to
+    PyTorch."""
+    _check(results, case, case)
+    assert not [reason for reason in results[case]["split_reasons"] if "creating proxy" in reason]
+
+
+@pytest.mark.distributed
 @pytest.mark.parametrize("case", [case for case in CASES if case.endswith("_torchcompile")])
 def test_torch_compile_executor_fuses_the_local_operations(results, case):
     """The torch.compile executor leaves DTensor operations alone (it failed on them) and fuses the DTensor

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 
 import torch
@@ -114,6 +115,66 @@ def _is_node_supported_by_thunder(original):
         return original(node, thunder_options)
 
     return is_node_supported_by_thunder
+
+
+@patch(
+    "thunder.dynamo.utils:get_proxy_inputs_from_node",
+    summary="a DTensor input with symbolic sizes gets its proxy from a DTensor of its sizes' hints, as other "
+    "tensors do",
+    why=(
+        "thunderfx's splitter runs each node's thunder symbol on proxies of its inputs, made by `new_ones` of the "
+        "example value at the sizes' hints; on a DTensor with symbolic sizes (Dynamo's graph for a second "
+        "sequence length) `new_ones` fails in DTensor's sharding propagation ('unhashable type: non-nested "
+        "SymInt'), so every DTensor operation of such a graph was left to PyTorch: the tensor-parallel model's "
+        "prefill of a second prompt length ran its linears, silu and mul through Inductor, between 24 thunder "
+        "regions."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _get_proxy_inputs_from_node(original):
+    def get_proxy_inputs_from_node(node):
+        with _dtensor_examples_at_hints(node):
+            return original(node)
+
+    return get_proxy_inputs_from_node
+
+
+@contextlib.contextmanager
+def _dtensor_examples_at_hints(node):
+    """Meanwhile, the example value of each of ``node``'s inputs that is a DTensor with symbolic sizes is one of
+    the same mesh and placements at the sizes' hints (its local tensor still fake)."""
+    swapped = []
+    for arg in node.all_input_nodes:
+        example = arg.meta.get("example_value")
+        at_hints = _at_hints(example)
+        if at_hints is not None:
+            swapped.append((arg, example))
+            arg.meta["example_value"] = at_hints
+    try:
+        yield
+    finally:
+        for arg, example in swapped:
+            arg.meta["example_value"] = example
+
+
+def _at_hints(example):
+    """``example`` at its sizes' hints, if it is a DTensor with symbolic sizes that all have one; else None."""
+    if not isinstance(example, torch.Tensor) or not any(isinstance(d, torch.SymInt) for d in example.shape):
+        return None
+    from torch.distributed.tensor import DTensor  # a DTensor example needs distributed: it is there
+
+    if not isinstance(example, DTensor):
+        return None
+    local, hinted = example._local_tensor, {}
+    for name, sizes in (("local", local.shape), ("shape", example.shape), ("stride", example.stride())):
+        hints = tuple(d.node.hint if isinstance(d, torch.SymInt) else d for d in sizes)
+        if None in hints:
+            return None  # an unbacked size: no hint to use
+        hinted[name] = hints
+    ones = local.new_ones(hinted["local"])  # a fake tensor, as the local one is
+    return DTensor.from_local(
+        ones, example.device_mesh, example.placements, run_check=False, shape=hinted["shape"], stride=hinted["stride"]
+    )
 
 
 def _same(a, b) -> bool:
