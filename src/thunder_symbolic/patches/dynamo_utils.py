@@ -126,7 +126,7 @@ def _is_node_supported_by_thunder(original):
         "example value at the sizes' hints; on a DTensor with symbolic sizes (Dynamo's graph for a second "
         "sequence length) `new_ones` fails in DTensor's sharding propagation ('unhashable type: non-nested "
         "SymInt'), so every DTensor operation of such a graph was left to PyTorch: the tensor-parallel model's "
-        "prefill of a second prompt length ran its linears, silu and mul through Inductor, between 24 thunder "
+        "prefill of a second prompt length ran its linears, silu and mul through Inductor, between 21 thunder "
         "regions."
     ),
     upstream="Lightning-AI/lightning-thunder#463",
@@ -159,11 +159,11 @@ def _dtensor_examples_at_hints(node):
 
 def _at_hints(example):
     """``example`` at its sizes' hints, if it is a DTensor with symbolic sizes that all have one; else None."""
-    if not isinstance(example, torch.Tensor) or not any(isinstance(d, torch.SymInt) for d in example.shape):
+    if not isinstance(example, torch.Tensor) or not torch.distributed.is_available():
         return None
-    from torch.distributed.tensor import DTensor  # a DTensor example needs distributed: it is there
+    from torch.distributed.tensor import DTensor
 
-    if not isinstance(example, DTensor):
+    if not isinstance(example, DTensor) or not any(isinstance(d, torch.SymInt) for d in example.shape):
         return None
     local, hinted = example._local_tensor, {}
     for name, sizes in (("local", local.shape), ("shape", example.shape), ("stride", example.stride())):
