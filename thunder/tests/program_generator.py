@@ -2,9 +2,10 @@
 
 A program is Python source: a function ``f(x, k, n, mask, sizes, cfg, dtype, act, s, color)`` of a 2-D
 tensor, an int and the Python values a real program depends on (None-or-int, None-or-tensor, a tuple of
-varying length, a dict with an optional key, a dtype, a callable, a float among -0.0/NaN/inf, an enum),
-which also reads a global list ``G`` and an attribute ``M.scale`` (None or a float) changed between
-calls. It applies a list of statements to ``y`` (always 2-D) and returns tensors, sizes and ints; some
+varying length, a dict with an optional key and keys named with quotes or a backslash, a dtype, a callable,
+a float among -0.0/NaN/inf, an enum), which also reads a global list ``G`` and an attribute ``M.scale`` (None
+or a float) changed between calls. It applies a list of statements to ``y`` (always 2-D) and returns tensors,
+sizes and ints; some
 statements make Python look at a symbolic number (list indices, f-string keys, str, a fallback op, a max
 of an int and a float, isinstance/type), others take gradients 0.2.6 got wrong or could not take (a 0-d
 operand, index_put's values, list-taking fallback ops, an empty arange, `%`, nll_loss), read a named
@@ -218,6 +219,7 @@ class Extras:
     mask: bool = False  # a (3,) tensor or None
     sizes: tuple[int, ...] = (1,)
     bias: float | None = None
+    key: str | None = None  # one more key of cfg: its name prints with quotes or a backslash in the prologue
     dtype: torch.dtype = torch.float32
     act: str = "relu"
     s: float = 1.0
@@ -228,6 +230,8 @@ class Extras:
     def arguments(self, seed: int) -> tuple:
         mask = torch.randn(3, generator=torch.Generator().manual_seed(seed)) if self.mask else None
         cfg = {"scale": 2.0} if self.bias is None else {"scale": 2.0, "bias": self.bias}
+        if self.key is not None:
+            cfg[self.key] = 0.0
         return (self.n, mask, self.sizes, cfg, self.dtype, getattr(torch, self.act), self.s, self.color)
 
     def set_state(self, namespace) -> None:
@@ -237,7 +241,7 @@ class Extras:
     def python_class(self) -> tuple:
         """What the prologue checks of these values: distinct classes may need distinct programs."""
         return (
-            self.n is None, self.mask, len(self.sizes), self.bias is None, self.dtype, self.act,
+            self.n is None, self.mask, len(self.sizes), self.bias is None, self.key, self.dtype, self.act,
             math.copysign(1.0, self.s), math.isnan(self.s), math.isinf(self.s), self.s, self.color,
             len(self.g), self.scale,
         )  # fmt: skip
@@ -249,6 +253,7 @@ EXTRA_VALUES = {
     "mask": st.booleans(),
     "sizes": st.lists(st.integers(0, 4), min_size=1, max_size=3).map(tuple),
     "bias": st.none() | st.sampled_from([0.5, -1.0]),
+    "key": st.none() | st.sampled_from(["it's", 'say "hi"', "a\\b"]),
     "dtype": st.sampled_from([torch.float32, torch.float64]),
     "act": st.sampled_from(["relu", "tanh", "sigmoid"]),
     "s": st.sampled_from(FLOATS),

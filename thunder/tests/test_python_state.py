@@ -118,7 +118,7 @@ def test_dict_keys_with_quotes(cache):
     jf = check_against_eager(f, args, cache=cache, compiles=2 if cache == "symbolic values" else 3)
     if cache == "symbolic values":
         reasons = str(thunder_symbolic.recompile_reasons(jf)[0])
-        assert "guard type(cfg) is dict and list(cfg) == ['it's'] failed (recorded at argument cfg)" in reasons
+        assert """guard type(cfg) is dict and list(cfg) == ["it's"] failed (recorded at argument cfg)""" in reasons
 
 
 @CACHES

@@ -255,9 +255,7 @@ def source_location() -> str:
 
 
 def _location(filename: str, line: int, function: str) -> str:
-    # Double quotes become single ones: thunder prints a trace's tuples of strings by repr-ing them twice,
-    # which turns a double quote into a syntax error in the prologue's source.
-    code = linecache.getline(filename, line).strip().replace('"', "'")
+    code = linecache.getline(filename, line).strip()
     return f"{os.path.basename(filename)}:{line} in {function}" + (f": {code}" if code else "")
 
 

@@ -194,14 +194,6 @@ def render(kind: str, expected: Any, path: str) -> str:
     return f"type({path}) is dict and list({path}) == {list(expected[1])!r}"
 
 
-def _printable(text: str) -> str:
-    """``text`` (a condition, where it was recorded) without double quotes: the prologue prints the checks through
-    thunder's printer, which prints a str holding one inside a tuple as invalid Python (``\\'c"d\\'``), and the
-    prologue then failed to compile (a dict with the key ``"it's"``, whose repr is in double quotes; transformers'
-    registry of classes, keyed by their reprs)."""
-    return text.replace('"', "'")
-
-
 # check_python_values(((kind, expected id, condition, where), ...), *values): the prologue trace shows each
 # condition as the user would write it (``mask is None``, ``type(sizes) is tuple and len(sizes) == 2``).
 check_python_values = pythonex.register_operator(
@@ -289,7 +281,7 @@ class ValueGuards:
         at = where()
         if at.startswith("interpreter.py"):
             at = f"argument {shown.partition('[')[0].partition('.')[0]}"
-        return kind, id(expected), _printable(render(kind, expected, shown)), _printable(at)
+        return kind, id(expected), render(kind, expected, shown), at
 
     def watch_copy(self, container: Any, stand_in: Any) -> None:
         """Traced code sees ``stand_in`` (the same items as proxies) for ``container``: a change to either is one."""
@@ -307,7 +299,7 @@ class ValueGuards:
         _expected[id(expected)] = expected
         path = describe(record)
         shown = "tensor" if path is None else user_path(path, self.fn)
-        return "contiguous", id(expected), _printable(render("contiguous", expected, shown)), _printable(where)
+        return "contiguous", id(expected), render("contiguous", expected, shown), where
 
     def note_call(self, fn: Any, args: tuple, where: Callable[[], str]) -> None:
         """Remember where traced code calls a mutating method of a watched container (to name the statement)."""

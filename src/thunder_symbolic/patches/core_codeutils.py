@@ -1,5 +1,5 @@
 """Patches of ``thunder/core/codeutils.py``: printing a trace is not an observation of the program, and torch's
-named tuples print as Python that builds them."""
+named tuples and strings in containers print as Python that builds them."""
 
 from __future__ import annotations
 
@@ -25,11 +25,15 @@ patch(
 @patch(
     "thunder.core.codeutils:prettyprint",
     summary="prettyprint runs with guard recording paused; a torch.return_types named tuple prints as "
-    "`torch.return_types.topk((t0, t1))`",
+    "`torch.return_types.topk((t0, t1))`, and a string with a double quote or a backslash in a container as "
+    "its repr",
     why=_OBSERVATION["why"]
     + " A named tuple (the result of torch.topk, sort, max with a dim...) printed as its repr, "
     "`torch.return_types.topk(values=t0, indices=t1)`, which is not how one is built: a trace passing or "
-    "returning one failed with \"structseq() missing required argument 'sequence'\".",
+    "returning one failed with \"structseq() missing required argument 'sequence'\". And thunder prints a "
+    "container by repr-ing its printed items once more: a string holding a double quote became invalid Python "
+    "(`\\'c\"d\\'`; a prologue checking a dict keyed by \"it's\" failed to compile), one holding a backslash "
+    "another string.",
     upstream=_OBSERVATION["upstream"],
 )
 def _prettyprint(original):
@@ -37,7 +41,7 @@ def _prettyprint(original):
 
     @functools.wraps(original)
     def prettyprint(x, **kwargs):
-        if not _holds_structseq(x):
+        if not _printed_here(x):
             return unobserved(x, **kwargs)
         return _print_containers(x, functools.partial(unobserved, **kwargs))
 
@@ -48,17 +52,19 @@ def _is_structseq(x) -> bool:
     return isinstance(x, tuple) and type(x).__module__ == "torch.return_types"
 
 
-def _holds_structseq(x) -> bool:
-    if _is_structseq(x):
+def _printed_here(x) -> bool:
+    """Whether ``x`` is or holds (in tuples, lists and dict values) a named tuple, or a string that thunder's
+    printing of containers mangles."""
+    if _is_structseq(x) or type(x) is str and ('"' in x or "\\" in x):
         return True
     if type(x) in (tuple, list):
-        return any(_holds_structseq(item) for item in x)
-    return type(x) is dict and any(_holds_structseq(item) for item in x.values())
+        return any(_printed_here(item) for item in x)
+    return type(x) is dict and any(_printed_here(item) for item in x.values())
 
 
 def _print_containers(x, print_leaf) -> str:
-    """``x``'s source, the tuples, lists and dicts holding a named tuple printed here, the rest by thunder."""
-    if not _holds_structseq(x):
+    """``x``'s source, the tuples, lists and dicts holding what is printed here printed here, the rest by thunder."""
+    if not _printed_here(x) or type(x) is str:
         return print_leaf(x)
     if type(x) is dict:
         return "{" + ", ".join(f"{print_leaf(k)}: {_print_containers(v, print_leaf)}" for k, v in x.items()) + "}"
