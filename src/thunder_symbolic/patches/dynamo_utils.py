@@ -165,16 +165,15 @@ def _at_hints(example):
 
     if not isinstance(example, DTensor) or not any(isinstance(d, torch.SymInt) for d in example.shape):
         return None
-    local, hinted = example._local_tensor, {}
-    for name, sizes in (("local", local.shape), ("shape", example.shape), ("stride", example.stride())):
-        hints = tuple(d.node.hint if isinstance(d, torch.SymInt) else d for d in sizes)
-        if None in hints:
-            return None  # an unbacked size: no hint to use
-        hinted[name] = hints
-    ones = local.new_ones(hinted["local"])  # a fake tensor, as the local one is
-    return DTensor.from_local(
-        ones, example.device_mesh, example.placements, run_check=False, shape=hinted["shape"], stride=hinted["stride"]
-    )
+    from thunder.dynamo.utils import _concrete_value  # thunderfx's own: a size's hint
+
+    local = example._local_tensor
+    local_shape, shape, stride = (_concrete_value(sizes) for sizes in (local.shape, example.shape, example.stride()))
+    if None in (*local_shape, *shape, *stride):
+        return None  # an unbacked size: no hint to use
+    ones = local.new_ones(local_shape)  # a fake tensor, as the local one is
+    mesh, placements = example.device_mesh, example.placements
+    return DTensor.from_local(ones, mesh, placements, run_check=False, shape=shape, stride=stride)
 
 
 def _same(a, b) -> bool:
