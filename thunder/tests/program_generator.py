@@ -5,16 +5,16 @@ tensor, an int and the Python values a real program depends on (None-or-int, Non
 varying length, a dict with an optional key and keys named with quotes or a backslash, a dtype, a callable,
 a float among -0.0/NaN/inf, an enum), which also reads a global list ``G`` and an attribute ``M.scale`` (None
 or a float) changed between calls. It applies a list of statements to ``y`` (always 2-D) and returns tensors,
-sizes and ints; some
-statements make Python look at a symbolic number (list indices, f-string keys, str, a fallback op, a max
-of an int and a float, isinstance/type), others take gradients 0.2.6 got wrong or could not take (a 0-d
-operand, index_put's values, list-taking fallback ops, an empty arange, `%`, nll_loss), read a named
-tuple's fields (``.values``), use torch's older argument forms (``unbiased=``) or update a view in place
-and assign it back. Control-flow statements come in two spellings: the plain one that thunder traces, and
-an instrumented one that records each decision (and each value Python read) in ``path``, so that running
-the instrumented program eagerly tells which control-flow path an argument set takes. The instrumented
-spelling also records, after each statement, whether each dim of ``y`` is 0, 1 or more: thunder
-legitimately specializes on intermediate sizes of 0 and 1 (broadcasting, empty slices), so these belong
+sizes and ints; some statements make Python look at a symbolic number (list indices, f-string keys, str, a
+fallback op, a max of an int and a float, isinstance/type) or at a size built from a shape (a torch.Size: its
+type, numel), others take gradients 0.2.6 got wrong or could not take (a 0-d operand, index_put's values,
+list-taking fallback ops, an empty arange, `%`, nll_loss), read a named tuple's fields (``.values``), use
+torch's older argument forms (``unbiased=``) or update a view in place and assign it back. Control-flow
+statements come in two spellings: the plain one that thunder traces, and an instrumented one that records
+each decision (and each value Python read) in ``path``, so that running the instrumented program eagerly
+tells which control-flow path an argument set takes. The instrumented spelling also records, after each
+statement, whether each dim of ``y`` is 0, 1 or more: thunder legitimately specializes on intermediate
+sizes of 0 and 1 (broadcasting, empty slices), so these belong
 to the path too. Failures shrink to a short program, printed as runnable Python.
 """
 
@@ -85,6 +85,9 @@ STRAIGHT = [
     "y = torch.narrow(y, 0, y.shape[0] // 2, y.shape[0] - y.shape[0] // 2)",
     "y = y.chunk(2)[0] * 2",
     "y = y * len(y)",
+    # Sizes Python builds from a shape: a torch.Size in eager, as its type, isinstance and numel tell.
+    "y = y.view(torch.Size([y.shape[0], y.shape[1]]) + (1,)).sum(-1) * (isinstance(y.shape[1:], torch.Size) + 1)",
+    "y = y.reshape(y.shape[:1] + (y.shape[1],)) * (y.shape[1:].numel() if type(y.size()) is torch.Size else -1)",
     "y = Scale.apply(y, 2.0) + 1",
     "y = torch.cat([y[:k], y[k:] * 2], 0)",
     "y = torch.view_as_real(torch.view_as_complex(torch.cat([y, y], 1).reshape(y.shape[0], -1, 2))"

@@ -44,6 +44,43 @@ def test_int_and_float_arguments_are_told_apart():
     check_against_eager(f, [(x(), 1), (x(), 1.0), (x(), 2), (x(), 2.0)], compiles=2)
 
 
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+def test_sizes_are_torch_sizes(cache):
+    """A traced shape is a tuple: isinstance and type answered as for a tuple, under either cache option, and
+    str showed its slices and sums as tuples; eager's are torch.Size (an empty one too, not any empty tuple)."""
+
+    def f(t):
+        answers = (
+            isinstance(t.shape, torch.Size),
+            type(t.size()) is torch.Size,
+            isinstance(t.shape[1:], torch.Size),
+            isinstance(t.shape[:-1] + (2,), torch.Size),
+            isinstance((2,) + t.shape, torch.Size),
+            isinstance(t.shape * 2, torch.Size),
+            isinstance(t.shape[5:], torch.Size),
+            isinstance((), torch.Size),
+            isinstance(tuple(t.shape), torch.Size),
+            isinstance(t.shape, (tuple, int)),
+            isinstance((t.shape[0], 4), torch.Size),
+            type(t.shape[0]) is int,
+        )
+        code = sum(2**i for i, answer in enumerate(answers) if answer)
+        return t * code, str(t.shape[:-1] + (2,)), t.shape[1:].numel()
+
+    check_against_eager(f, [(x(6),), (x(3),)], compiles=2, cache=cache)
+
+
+def test_a_size_of_symbolic_dims_stays_symbolic():
+    """``torch.Size`` converted each dim to an int: the sizes were pinned, a compile per length."""
+
+    def f(t):
+        size = torch.Size([t.shape[0], 2, -1])
+        flat = torch.Size(d for d in (t.shape[0] * t.shape[1],))
+        return t.view(size) * isinstance(size, torch.Size), t.view(flat), torch.Size([2, 3]).numel()
+
+    check_against_eager(f, [(x(6),), (x(3),), (x(5),)], compiles=1)
+
+
 # --- Text and hashing ---------------------------------------------------------------------------------
 
 
@@ -63,6 +100,17 @@ def test_text_of_shapes_and_containers_gives_the_digits():
         return *sizes, str(t.shape), f"{t.shape}", repr(list(t.shape)), str({"n": n, "dims": (n, t.shape[1])})
 
     check_against_eager(f, [(x(6), 10), (x(3), 11), (x(6), 10)], compiles=2)
+
+
+def test_text_of_a_shape_read_after_numel():
+    """thunder's numel reads the shape itself, and the interpreter then gave the user's ``t.shape`` that read's
+    wrapper, which str showed as a tuple: the fuzzer's ``y * len(f'{y.shape}')`` after a branch on
+    ``y.numel()`` multiplied by 6 (len('(1, 1)')) where eager multiplies by 18."""
+
+    def f(t):
+        return t * t.numel(), t * len(f"{t.shape}"), str(t.size())
+
+    check_against_eager(f, [(x(1, 1),), (x(6),), (x(1, 1),)], compiles=2)
 
 
 def test_string_keys_built_from_sizes():

@@ -20,6 +20,7 @@ from thunder.core.interpreter import (
 )
 from thunder.core.proxies import IntegerProxy, TensorProxy
 
+from thunder_symbolic import sizes
 from thunder_symbolic._registry import patch
 
 
@@ -175,22 +176,43 @@ def _wrap_args_from_list(original):
 @patch(
     "thunder.core.interpreter:_default_opcode_handler_map",
     summary="BINARY_SUBSCR of a tuple or list by an int, or of a dict by a str, calls the interpreter's lookaside "
-    "directly instead of interpreting `obj.__getitem__(index)` (same wrapped value and provenance)",
+    "directly instead of interpreting `obj.__getitem__(index)` (same wrapped value and provenance); a slice, "
+    "sum or repetition of a size is marked a size (see thunder_symbolic.sizes)",
     why="One interpreted frame per subscript such as `outputs[0]` (74 in the benchmark's prefill, besides those "
-    "of global reads and `*args`).",
+    "of global reads and `*args`). Eager's `x.shape[1:]` and `x.shape[:-1] + (n,)` are torch.Size; traced, they "
+    "were tuples to isinstance, type and str.",
 )
 def _opcode_handlers(original):
-    binary_subscr = original["BINARY_SUBSCR"]
+    binary_subscr, binary_slice, binary_op = original["BINARY_SUBSCR"], original["BINARY_SLICE"], original["BINARY_OP"]
 
     def binary_subscr_handler(inst, /, stack, **kwargs):
         container, key = stack.getitem_wrapped(-2), stack.getitem_wrapped(-1)
         lookaside = _subscript_lookaside(container, key)
         if lookaside is None:
-            return binary_subscr(inst, stack=stack, **kwargs)
+            sliced = type(unwrap(key)) is slice and sizes.is_size(container)
+            return _marking_a_size(sliced, binary_subscr(inst, stack=stack, **kwargs), stack)
         stack.pop_wrapped(), stack.pop_wrapped()
         return check_and_append(stack, _subscript(lookaside, container, key))
 
-    return {**original, "BINARY_SUBSCR": binary_subscr_handler}
+    def binary_slice_handler(inst, /, stack, **kwargs):
+        sliced = sizes.is_size(stack.getitem_wrapped(-3))
+        return _marking_a_size(sliced, binary_slice(inst, stack=stack, **kwargs), stack)
+
+    def binary_op_handler(inst, /, stack, **kwargs):
+        sized = inst.arg in sizes.SIZE_OPS and (
+            sizes.is_size(stack.getitem_wrapped(-2)) or sizes.is_size(stack.getitem_wrapped(-1))
+        )
+        return _marking_a_size(sized, binary_op(inst, stack=stack, **kwargs), stack)
+
+    handlers = {"BINARY_SUBSCR": binary_subscr_handler, "BINARY_SLICE": binary_slice_handler}
+    return {**original, **handlers, "BINARY_OP": binary_op_handler}
+
+
+def _marking_a_size(from_a_size: bool, signal, stack):
+    """An opcode handler's ``signal``, after marking the value it pushed a size when computed from one."""
+    if from_a_size and signal is None:
+        sizes.mark(stack.getitem_wrapped(-1))
+    return signal
 
 
 @patch(

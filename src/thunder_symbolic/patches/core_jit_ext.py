@@ -9,11 +9,12 @@ from functools import partial
 from typing import Any
 
 import torch
-from thunder.core import compile_data, prims
+from thunder.core import compile_data
 from thunder.core.interpreter import (
     INTERPRETER_CALLBACKS,
     INTERPRETER_SIGNALS,
     PseudoInst,
+    WrappedValue,
     do_raise,
     interpreter_needs_wrap,
     unwrap,
@@ -25,7 +26,7 @@ from thunder.core.proxies import AnyProxy, IntegerProxy, NumberProxy, StringProx
 from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 from torch.fx._lazy_graph_module import _LazyGraphModule
 
-from thunder_symbolic import tensor_methods
+from thunder_symbolic import sizes, tensor_methods
 from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
 from thunder_symbolic.autograd_apply import BUILTIN_APPLY_KEY, builtin_apply_owner
@@ -59,7 +60,8 @@ class _LookasideMap(dict):
     "symbolic; torch.eye is traced; isinstance(dtensor, DTensor) is True for DTensor proxies; setting an "
     "attribute of the jitted function or module itself is refused with an error naming the statement; in user "
     "code, type() and isinstance() of a symbolic number answer with its Python type, str/repr/format give its "
-    "digits (pinned), in containers too, and a shape's (x.shape, x.size()) as torch.Size's; "
+    "digits (pinned), in containers too; a shape (x.shape, x.size(), its slices and sums, torch.Size(...) of "
+    "symbolic dims, which stays symbolic) is a torch.Size to type(), isinstance(), str/repr and .numel(); "
     "torch.fx generates a lazy graph module's code natively; a custom Function's C apply (torch >= 2.13) "
     "reaches its lookaside, and Dynamo's autograd_function_apply its lookaside in torch >= 2.12's form; a "
     "tensor's methods (x.float()) are bound and called without interpreting thunder's lookup and partial call",
@@ -69,7 +71,9 @@ class _LookasideMap(dict):
         "DTensors (`w.to_local() if isinstance(w, DTensor) else w`) took the wrong branch and failed. And it "
         "applies `self.step += 1` in the epilogue for submodules only: on the jitted module itself it was "
         "silently dropped (the epilogue has no handle on it). `isinstance(n, int)` was False and "
-        "`str(x.shape[0])` the proxy's description: wrong branches and strings from the first call. From torch "
+        "`str(x.shape[0])` the proxy's description: wrong branches and strings from the first call. A traced "
+        "shape is a tuple: `isinstance(x.shape, torch.Size)` was False and `type(x.size())` tuple, under either "
+        "cache option; and `torch.Size([x.shape[0], -1])` pinned the size (a compile per length). From torch "
         "2.12 split_module (thunderfx) builds lazy graph modules whose first call generates their code: "
         "interpreted, that failed on every graph ('MappingKeysView' has no len()); and its autograd_function_apply "
         "lost `args_tensor_mask` (KeyError for any custom autograd.Function under thunderfx). 0.2.6 has no "
@@ -90,7 +94,8 @@ def _lookaside_map(original):
         lookasides[fn] = interpreter_needs_wrap(composite)
     for fn in (str, repr, ascii, format):
         lookasides[fn] = _text_lookaside(fn)
-    lookasides[type] = interpreter_needs_wrap(_python_type)
+    lookasides[type] = _type_lookaside
+    lookasides[torch.Size] = sizes.size_lookaside
     lookasides[getattr] = _tensor_introspection(original[getattr])
     lookasides[functools.partial.__call__] = tensor_methods.call
     if isinstance in original:
@@ -326,26 +331,14 @@ def _min_max_of_two_numbers(builtin, op, *args, **kwargs):
 
 def _text_lookaside(builtin):
     """``str``/``repr``/``ascii``/``format`` (f-strings too) as eager Python shows the value: the digits of the
-    symbolic numbers in it (values pinned), and a tensor's ``shape`` (a tuple in traced code) as a ``torch.Size``."""
+    symbolic numbers in it (values pinned), and a size (a tuple in traced code) as a ``torch.Size``."""
     shown = interpreter_needs_wrap(partial(_text_of_python_value, builtin, None))
     shown_as_size = interpreter_needs_wrap(partial(_text_of_python_value, builtin, torch.Size))
 
     def text(*args, **kwargs):
-        return (shown_as_size if args and _is_tensor_shape(args[0]) else shown)(*args, **kwargs)
+        return (shown_as_size if args and sizes.is_size(args[0]) else shown)(*args, **kwargs)
 
     return text
-
-
-def _is_tensor_shape(wrapped) -> bool:
-    """Whether ``wrapped`` is a tensor's ``shape`` or ``size()`` (a ``torch.Size`` in eager, a tuple here)."""
-    provenance = getattr(wrapped, "provenance", None)
-    if type(unwrap(wrapped)) is not tuple or provenance is None or not provenance.inputs:
-        return False
-    if provenance.inst is PseudoInst.LOAD_ATTR:
-        return provenance.inputs[1].value == "shape"
-    # x.size() returns what the shape primitive does
-    called = getattr(provenance.inputs[0], "value", None)
-    return provenance.inst is PseudoInst.OPAQUE and getattr(called, "__wrapped__", called) is prims.shape
 
 
 def _text_of_python_value(builtin, container, *args, **kwargs):
@@ -365,18 +358,21 @@ def _python_values(x):
 
 
 def _tensor_introspection(lookaside):
-    """``x.shape.numel()`` and ``x.size().numel()`` (traced code sees a tensor's shape as a tuple, which has no
-    ``numel``) and ``x.is_contiguous()`` of input tensors."""
+    """``x.shape.numel()`` and ``x.size().numel()`` (traced code sees a size as a tuple, which has no ``numel``),
+    ``x.is_contiguous()`` of input tensors, and ``x.shape`` marked a size."""
 
     def getattr_lookaside(obj, name, *default):
         value = unwrap(obj)
         if unwrap(name) == "is_contiguous" and isinstance(value, TensorProxy) and value_guards.current():
             return wrap_const(_input_contiguity(obj))
-        if unwrap(name) == "numel" and _is_tensor_shape(obj) and all(isinstance(d, (int, IntegerProxy)) for d in value):
+        if unwrap(name) == "numel" and sizes.is_size(obj) and all(isinstance(d, (int, IntegerProxy)) for d in value):
             return wrap_const(partial(functools.reduce, operator.mul, value, 1))
         if (method := tensor_methods.bind(obj, name)) is not None:
             return method
-        return lookaside(obj, name, *default)
+        result = lookaside(obj, name, *default)
+        if unwrap(name) == "shape" and isinstance(value, TensorProxy) and isinstance(result, WrappedValue):
+            sizes.mark(result)  # (its wrapper may be one the interpreter made earlier, from another read)
+        return result
 
     return getattr_lookaside
 
@@ -388,6 +384,13 @@ def _python_type(obj):
     return type(obj)
 
 
+def _type_lookaside(*args, **kwargs):
+    """``type(x)`` as eager Python answers it: a number's Python type, and ``torch.Size`` for a size."""
+    if len(args) == 1 and not kwargs and sizes.is_size(args[0]) and guard_recorder.user_code_is_calling():
+        return wrap_const(torch.Size)
+    return interpreter_needs_wrap(_python_type)(*args, **kwargs)
+
+
 def _python_isinstance(lookaside):
     def isinstance_lookaside(obj, cls):
         uobj = unwrap(obj)
@@ -395,6 +398,11 @@ def _python_isinstance(lookaside):
             result = lookaside(obj, cls)
             if unwrap(result) is False and issubclass(uobj.python_type, unwrap(cls)):
                 return wrap(True, provenance=result.provenance)
+            return result
+        if sizes.is_size(obj) and guard_recorder.user_code_is_calling():
+            result = lookaside(obj, cls)
+            if isinstance(result, WrappedValue):  # (else an exception: cls is not a type)
+                return wrap(isinstance(torch.Size(), unwrap(cls)), provenance=result.provenance)
             return result
         return lookaside(obj, cls)
 
