@@ -89,6 +89,12 @@ def repeat_a_growing_cache(cache, new):
     return keys[:, :, None].expand(batch, heads, 2, length, dim).reshape(batch, heads * 2, length, dim) * 2
 
 
+def heads_by_a_size(x, w):
+    """Attention's split into heads as Llama computes it: a view to ``x.shape[:-1] + (heads, -1)``, a
+    ``torch.Size`` of the input's sizes."""
+    return (x @ w).view(x.shape[:-1] + (2, -1)).sum(-1)
+
+
 def _x(*shape):
     return torch.randn(*shape)
 
@@ -123,6 +129,7 @@ PROGRAMS = {
     "attention over a growing cache": (attention_over_a_growing_cache, [_decode_step(n) for n in (4, 5, 6, 7)]),
     "rotary embedding (complex)": (rotary_complex, [(_x(n, 8), _x(n, 4)) for n in (3, 4, 5, 7)]),
     "repeat a growing KV cache": (repeat_a_growing_cache, [(_x(1, 2, n, 4), _x(1, 2, 1, 4)) for n in (3, 4, 5, 7)]),
+    "view to a size built from the shape": (heads_by_a_size, [(_x(2, n, 8), _x(8, 8)) for n in (3, 4, 5, 7)]),
 }
 
 

@@ -51,11 +51,14 @@ def test_narrow_out_of_range_raises_as_eager_does():
         jfn(_x(8, 2), 6, 3)
 
 
-@pytest.mark.parametrize("name", ["rotary embedding (complex)", "repeat a growing KV cache"])
+@pytest.mark.parametrize(
+    "name", ["rotary embedding (complex)", "repeat a growing KV cache", "view to a size built from the shape"]
+)
 def test_thunderfx_keeps_the_program_in_one_thunder_program(name):
     """thunderfx leaves to PyTorch what thunder has no mapping for, splitting the graph there. The complex
-    rotary embedding's fallback ops (polar, view_as_complex, view_as_real) have symbolic shapes, and the
-    length of a grown cache is Dynamo's ``torch.sym_sum``: both stay in thunder, one program, one compile."""
+    rotary embedding's fallback ops (polar, view_as_complex, view_as_real) have symbolic shapes, the length
+    of a grown cache is Dynamo's ``torch.sym_sum``, and a size built from the shape Dynamo's ``torch.Size``
+    (whose result the view's proxy could not be made of): all stay in thunder, one program, one compile."""
     import torch
     from thunder.dynamo import thunderfx
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import types
 import weakref
 
 import torch
 
+from thunder_symbolic import sizes
 from thunder_symbolic._registry import patch
 
 
@@ -67,8 +69,8 @@ def _script_object_input(node: torch.fx.Node) -> torch.fx.Node | None:
 @patch(
     "thunder.dynamo.utils:is_node_supported_by_thunder",
     summary="a node taking a script object (a DeviceMesh) or calling a method torch.Tensor lacks (a DTensor's "
-    "redistribute) is left to PyTorch with a split reason; fallback ops with symbolic shapes and torch.sym_sum "
-    "stay in thunder; a node's verdict is computed once",
+    "redistribute) is left to PyTorch with a split reason; fallback ops with symbolic shapes, torch.sym_sum and "
+    "torch.Size stay in thunder; a node's verdict is computed once",
     why=(
         "From torch 2.12 Dynamo puts the DeviceMesh of tensor-parallel code in the graph as a fake script object "
         "and keeps DTensor methods as method calls: thunderfx failed on such graphs ('tree_flatten of type "
@@ -78,7 +80,8 @@ def _script_object_input(node: torch.fx.Node) -> torch.fx.Node | None:
         "of thunder_symbolic.fallback_shapes keep symbolic sizes and now run in thunder. 0.2.6 has no mapping "
         "for torch.sym_sum, which Dynamo writes for the length of a growing KV cache: every attention block "
         "was split around it (a decode step of the inference benchmark ran 6 thunder programs and 3 Inductor "
-        "graphs of one addition each). torch's split_module asks for the verdict of a node up to three times "
+        "graphs of one addition each), nor for torch.Size, which Dynamo writes for `x.shape[:-1] + (-1,)` with "
+        "dynamic sizes. torch's split_module asks for the verdict of a node up to three times "
         "in a graph that sets grad mode or autocast (more in nested autocast regions), and each time thunder "
         "ran the node's symbol on fake tensors again: a twentieth of the inference benchmark's prefill compile."
     ),
@@ -89,7 +92,7 @@ def _is_node_supported_by_thunder(original):
     from thunder_symbolic.fallback_shapes import torch_functions
     from thunder_symbolic.number_ops import sym_sum
 
-    kept_in_thunder = torch_functions() | {torch.sym_sum: sym_sum}  # torch function -> what thunder runs
+    kept_in_thunder = torch_functions() | {torch.sym_sum: sym_sum, torch.Size: sizes.size_of}  # -> what thunder runs
 
     verdicts = weakref.WeakKeyDictionary()  # node -> (what the verdict was given for, the verdict)
 
@@ -120,23 +123,45 @@ def _is_node_supported_by_thunder(original):
 @patch(
     "thunder.dynamo.utils:get_proxy_inputs_from_node",
     summary="a DTensor input with symbolic sizes gets its proxy from a DTensor of its sizes' hints, as other "
-    "tensors do",
+    "tensors do; an input that is a size (a tuple of ints) is passed as its sizes' hints",
     why=(
         "thunderfx's splitter runs each node's thunder symbol on proxies of its inputs, made by `new_ones` of the "
         "example value at the sizes' hints; on a DTensor with symbolic sizes (Dynamo's graph for a second "
         "sequence length) `new_ones` fails in DTensor's sharding propagation ('unhashable type: non-nested "
         "SymInt'), so every DTensor operation of such a graph was left to PyTorch: the tensor-parallel model's "
         "prefill of a second prompt length ran its linears, silu and mul through Inductor, between 21 thunder "
-        "regions."
+        "regions. A size input (`x.view(size)`, size a torch.Size of the graph) failed in `new_ones` ('int' "
+        "object has no attribute 'new_ones'): the view was left to PyTorch, splitting the region around it (the "
+        "tensor-parallel model's prefill of a second prompt length: 5 thunder regions where the first has 3)."
     ),
     upstream="Lightning-AI/lightning-thunder#463",
 )
 def _get_proxy_inputs_from_node(original):
     def get_proxy_inputs_from_node(node):
         with _dtensor_examples_at_hints(node):
-            return original(node)
+            return original(_with_sizes_at_hints(node))
 
     return get_proxy_inputs_from_node
+
+
+def _with_sizes_at_hints(node):
+    """``node``, or what upstream reads of it (its args and kwargs) with each input whose example value is a size
+    replaced by its sizes' hints (upstream proxies a tuple example value as a tuple of tensors)."""
+    hints = {arg: at_hints for arg in node.all_input_nodes if (at_hints := _size_at_hints(arg)) is not None}
+    if not hints:
+        return node
+    args, kwargs = torch.fx.map_arg((node.args, node.kwargs), lambda arg: hints.get(arg, arg))
+    return types.SimpleNamespace(args=args, kwargs=kwargs)
+
+
+def _size_at_hints(arg: torch.fx.Node) -> tuple[int, ...] | None:
+    example = arg.meta.get("example_value")
+    if not isinstance(example, tuple) or not all(isinstance(d, (int, torch.SymInt)) for d in example):
+        return None
+    from thunder.dynamo.utils import _concrete_value
+
+    at_hints = tuple(_concrete_value(example))
+    return None if None in at_hints else at_hints
 
 
 @contextlib.contextmanager
