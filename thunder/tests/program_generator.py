@@ -1,21 +1,21 @@
 """Hypothesis strategies for small dynamic-shape programs and the argument sequences to run them on.
 
-A program is Python source: a function ``f(x, k, n, mask, sizes, cfg, dtype, act, s, color)`` of a 2-D
-tensor, an int and the Python values a real program depends on (None-or-int, None-or-tensor, a tuple of
-varying length, a dict with an optional key and keys named with quotes or a backslash, a dtype, a callable,
-a float among -0.0/NaN/inf, an enum), which also reads a global list ``G`` and an attribute ``M.scale`` (None
-or a float) changed between calls. It applies a list of statements to ``y`` (always 2-D) and returns tensors,
-sizes and ints; some statements make Python look at a symbolic number (list indices, f-string keys, str, a
-fallback op, a max of an int and a float, isinstance/type) or at a size built from a shape (a torch.Size: its
-type, numel), others take gradients 0.2.6 got wrong or could not take (a 0-d operand, index_put's values,
-list-taking fallback ops, an empty arange, `%`, nll_loss), read a named tuple's fields (``.values``), use
-torch's older argument forms (``unbiased=``) or update a view in place and assign it back. Control-flow
-statements come in two spellings: the plain one that thunder traces, and an instrumented one that records
-each decision (and each value Python read) in ``path``, so that running the instrumented program eagerly
-tells which control-flow path an argument set takes. The instrumented spelling also records, after each
-statement, whether each dim of ``y`` is 0, 1 or more: thunder legitimately specializes on intermediate
-sizes of 0 and 1 (broadcasting, empty slices), so these belong
-to the path too. Failures shrink to a short program, printed as runnable Python.
+A program is Python source: a function ``f(x, k, n, mask, sizes, cfg, dtype, act, s, color)`` of a 2-D tensor,
+an int and the Python values a real program depends on (None-or-int, None-or-tensor, a tuple of varying
+length, a dict with an optional key and keys named with quotes or a backslash, a dtype, a callable, a float
+among -0.0/NaN/inf, an enum), which also reads a global list ``G`` and an attribute ``M.scale`` (None or a
+float) changed between calls. It applies a list of statements to ``y`` (always 2-D) and returns tensors, sizes
+and ints; some statements make Python look at a symbolic number (list indices, f-string keys, str, a fallback
+op, a max of an int and a float, isinstance/type) or at a size built from a shape (a torch.Size: its type,
+numel) or a tensor's dtype and device (torch's objects: identity, str, isinstance), others take gradients
+0.2.6 got wrong or could not take (a 0-d operand, index_put's values, list-taking fallback ops, an empty
+arange, `%`, nll_loss), read a named tuple's fields (``.values``), use torch's older argument forms
+(``unbiased=``) or update a view in place and assign it back. Control-flow statements come in two spellings:
+the plain one that thunder traces, and an instrumented one that records each decision (and each value Python
+read) in ``path``, so that running the instrumented program eagerly tells which control-flow path an argument
+set takes. The instrumented spelling also records, after each statement, whether each dim of ``y`` is 0, 1 or
+more: thunder legitimately specializes on intermediate sizes of 0 and 1 (broadcasting, empty slices), so these
+belong to the path too. Failures shrink to a short program, printed as runnable Python.
 """
 
 from __future__ import annotations
@@ -119,6 +119,7 @@ STRAIGHT = [
     "y = y * len(sizes) + sizes[0]",
     "y = y + cfg['bias'] if 'bias' in cfg else y * cfg['scale']",
     "y = (y.to(dtype) * 3).to(torch.float32)",
+    "y = y * (y.to(dtype).dtype is dtype) + len(str(y.to(dtype).dtype)) + isinstance(y.device, torch.device)",
     "y = act(y)",
     "y = y * math.copysign(1.0, s) if s == s else y - 1",
     "y = y.clamp(max=s) if math.isinf(s) else y",

@@ -222,6 +222,30 @@ def test_dtype_compares_equal_to_torch_dtypes():
     check_against_eager(f, [(x().double(),), (x(),), (x().half(),)], compiles=3)
 
 
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+def test_dtypes_and_devices_are_torch_objects(cache):
+    """Traced code held thunder's dtype and device objects (``torch.device(...)`` makes one): ``t.dtype is
+    torch.float32`` and ``isinstance(t.device, torch.device)`` were False and ``str(t.dtype)``
+    'thunder.dtypes.float32', under either cache option; ``t.dtype.is_floating_point`` failed."""
+
+    def f(t):
+        cpu = torch.device("cpu")
+        answers = (
+            t.dtype is torch.float32,
+            isinstance(t.dtype, torch.dtype),
+            type((t * 2).dtype) is torch.dtype,
+            t.dtype.is_floating_point,
+            isinstance(t.device, torch.device),
+            type(cpu) is torch.device,
+            cpu == t.device,
+        )
+        code = sum(2**i for i, answer in enumerate(answers) if answer)
+        return t * code, str(t.dtype), repr(t.device), f"{cpu}", str([t.dtype, cpu]), t.dtype.itemsize
+
+    compiles = 2 if cache == "symbolic values" else 3  # (a new dtype recompiles; a new size only constant values)
+    check_against_eager(f, [(x(),), (x().double(),), (x(3),)], compiles=compiles, cache=cache)
+
+
 def test_device_index_is_pinned():
     def f(t, i):
         return t.to(torch.device("cpu", i)) * 2, i

@@ -9,7 +9,7 @@ from functools import partial
 from typing import Any
 
 import torch
-from thunder.core import compile_data
+from thunder.core import compile_data, devices, dtypes
 from thunder.core.interpreter import (
     INTERPRETER_CALLBACKS,
     INTERPRETER_SIGNALS,
@@ -62,6 +62,7 @@ class _LookasideMap(dict):
     "code, type() and isinstance() of a symbolic number answer with its Python type, str/repr/format give its "
     "digits (pinned), in containers too; a shape (x.shape, x.size(), its slices and sums, torch.Size(...) of "
     "symbolic dims, which stays symbolic) is a torch.Size to type(), isinstance(), str/repr and .numel(); "
+    "thunder's dtypes and devices are torch's to them too, and a tensor's dtype is torch's; "
     "torch.fx generates a lazy graph module's code natively; a custom Function's C apply (torch >= 2.13) "
     "reaches its lookaside, and Dynamo's autograd_function_apply its lookaside in torch >= 2.12's form; a "
     "tensor's methods (x.float()) are bound and called without interpreting thunder's lookup and partial call",
@@ -73,7 +74,9 @@ class _LookasideMap(dict):
         "silently dropped (the epilogue has no handle on it). `isinstance(n, int)` was False and "
         "`str(x.shape[0])` the proxy's description: wrong branches and strings from the first call. A traced "
         "shape is a tuple: `isinstance(x.shape, torch.Size)` was False and `type(x.size())` tuple, under either "
-        "cache option; and `torch.Size([x.shape[0], -1])` pinned the size (a compile per length). From torch "
+        "cache option; and `torch.Size([x.shape[0], -1])` pinned the size (a compile per length). Dtypes and devices "
+        "were thunder's objects: `x.dtype is torch.float32` and `isinstance(x.device, torch.device)` were False, "
+        "`str(x.dtype)` 'thunder.dtypes.float32', `x.dtype.is_floating_point` an error. From torch "
         "2.12 split_module (thunderfx) builds lazy graph modules whose first call generates their code: "
         "interpreted, that failed on every graph ('MappingKeysView' has no len()); and its autograd_function_apply "
         "lost `args_tensor_mask` (KeyError for any custom autograd.Function under thunderfx). 0.2.6 has no "
@@ -349,22 +352,38 @@ def _text_of_python_value(builtin, container, *args, **kwargs):
 
 
 def _python_values(x):
-    """``x`` with the symbolic numbers in it (in tuples, lists and dicts) replaced by their pinned values."""
+    """``x`` with the symbolic numbers in it (in tuples, lists and dicts) replaced by their pinned values, and
+    thunder's dtypes and devices by torch's."""
     if type(x) in (tuple, list):
         return type(x)(_python_values(item) for item in x)
     if type(x) is dict:
         return {key: _python_values(value) for key, value in x.items()}
-    return guard_recorder.python_value(x)
+    return _as_torch(guard_recorder.python_value(x))
+
+
+def _as_torch(value):
+    """torch's dtype or device for thunder's (which traced code holds: ``torch.device(...)`` makes thunder's)."""
+    if isinstance(value, dtypes.dtype):
+        return dtypes.to_torch_dtype(value)
+    if isinstance(value, devices.Device):
+        return devices.to_torch_device(value)
+    return value
 
 
 def _tensor_introspection(lookaside):
     """``x.shape.numel()`` and ``x.size().numel()`` (traced code sees a size as a tuple, which has no ``numel``),
-    ``x.is_contiguous()`` of input tensors, and ``x.shape`` marked a size."""
+    ``x.is_contiguous()`` of input tensors, ``x.shape`` marked a size, and in user code ``x.dtype`` as torch's
+    dtype."""
 
     def getattr_lookaside(obj, name, *default):
         value = unwrap(obj)
         if unwrap(name) == "is_contiguous" and isinstance(value, TensorProxy) and value_guards.current():
             return wrap_const(_input_contiguity(obj))
+        if unwrap(name) == "dtype" and isinstance(value, TensorProxy) and guard_recorder.user_code_is_calling():
+            result = lookaside(obj, name, *default)
+            if isinstance(result, WrappedValue):  # torch's dtype, which `x.dtype is torch.float32` compares
+                return wrap(_as_torch(unwrap(result)), provenance=result.provenance)
+            return result
         if unwrap(name) == "numel" and sizes.is_size(obj) and all(isinstance(d, (int, IntegerProxy)) for d in value):
             return wrap_const(partial(functools.reduce, operator.mul, value, 1))
         if (method := tensor_methods.bind(obj, name)) is not None:
@@ -378,9 +397,10 @@ def _tensor_introspection(lookaside):
 
 
 def _python_type(obj):
-    """``type(n)`` in the user's code is the Python type of the number traced (guarded for number inputs)."""
-    if isinstance(obj, NumberProxy) and guard_recorder.user_code_is_calling():
-        return obj.python_type
+    """``type(n)`` in the user's code is the Python type of the number traced (guarded for number inputs), and
+    torch's type for thunder's dtypes and devices."""
+    if isinstance(obj, (NumberProxy, dtypes.dtype, devices.Device)) and guard_recorder.user_code_is_calling():
+        return obj.python_type if isinstance(obj, NumberProxy) else type(_as_torch(obj))
     return type(obj)
 
 
@@ -399,10 +419,11 @@ def _python_isinstance(lookaside):
             if unwrap(result) is False and issubclass(uobj.python_type, unwrap(cls)):
                 return wrap(True, provenance=result.provenance)
             return result
-        if sizes.is_size(obj) and guard_recorder.user_code_is_calling():
+        stands_for = torch.Size() if sizes.is_size(obj) else _as_torch(uobj)
+        if stands_for is not uobj and guard_recorder.user_code_is_calling():
             result = lookaside(obj, cls)
             if isinstance(result, WrappedValue):  # (else an exception: cls is not a type)
-                return wrap(isinstance(torch.Size(), unwrap(cls)), provenance=result.provenance)
+                return wrap(isinstance(stands_for, unwrap(cls)), provenance=result.provenance)
             return result
         return lookaside(obj, cls)
 
