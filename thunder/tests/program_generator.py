@@ -85,6 +85,7 @@ STRAIGHT = [
     "y = torch.narrow(y, 0, y.shape[0] // 2, y.shape[0] - y.shape[0] // 2)",
     "y = y.chunk(2)[0] * 2",
     "y = y * len(y)",
+    "y = y * torch.tensor(k) + torch.tensor(y.shape[0]) + torch.tensor([y.shape[1], k]).sum()",
     # Sizes Python builds from a shape: a torch.Size in eager, as its type, isinstance and numel tell.
     "y = y.view(torch.Size([y.shape[0], y.shape[1]]) + (1,)).sum(-1) * (isinstance(y.shape[1:], torch.Size) + 1)",
     "y = y.reshape(y.shape[:1] + (y.shape[1],)) * (y.shape[1:].numel() if type(y.size()) is torch.Size else -1)",

@@ -204,6 +204,16 @@ def test_tensor_built_from_sizes_and_ints():
     check_against_eager(f, [(x(6), 1), (x(3), 2), (x(6), 1)], compiles=2)
 
 
+def test_tensor_of_a_symbolic_number():
+    """``torch.tensor(n)`` of an int argument or a size failed ("NameError: name 'n' is not defined"); it is a
+    0-d tensor of the number, not a pin, of torch's dtype for the number's Python type."""
+
+    def f(t, n, s):
+        return t * torch.tensor(n), torch.tensor(t.shape[0]), torch.tensor(s), torch.tensor(n, dtype=torch.float64)
+
+    check_against_eager(f, [(x(6), 1, 0.5), (x(3), 2, 1.5), (x(5), 3, 2.5)], compiles=1)
+
+
 def test_negative_slice_beyond_the_length_is_clamped():
     def f(t, n):
         return t[-n:] * 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 
+import torch
 from thunder.core import prims, utils
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.proxies import NumberProxy, TensorProxy
@@ -150,6 +151,36 @@ def _logsumexp_meta(original):
         return original(a, dim, keepdim)
 
     return logsumexp
+
+
+@patch(
+    "thunder.torch:tensor.meta",
+    summary="torch.tensor(n) of a symbolic number is a 0-d tensor of it, of torch's dtype for its Python type",
+    why=(
+        "0.2.6 checks for a Python number or sequence before its branch for numbers, and its error message does "
+        "not format: `torch.tensor(n)` of an int argument or a size failed with \"NameError: name 'n' is not "
+        'defined" under symbolic values.'
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _tensor_meta(original):
+    import thunder.torch as ltorch
+
+    @functools.wraps(original)
+    def tensor(seq_or_number, *, device=None, dtype=None, requires_grad=False, pin_memory=False):
+        if not isinstance(seq_or_number, NumberProxy):
+            return original(
+                seq_or_number, device=device, dtype=dtype, requires_grad=requires_grad, pin_memory=pin_memory
+            )
+        if requires_grad or pin_memory:
+            raise NotImplementedError(
+                "torch.tensor(..., requires_grad=True or pin_memory=True) is not supported within thunder.jit"
+            )
+        if dtype is None:  # torch's for a number of that Python type (the default float dtype for a float)
+            dtype = torch.tensor(seq_or_number.python_type()).dtype
+        return ltorch.full((), seq_or_number, device=device, dtype=dtype)
+
+    return tensor
 
 
 def _shape_rule(rule):
