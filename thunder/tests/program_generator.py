@@ -2,20 +2,21 @@
 
 A program is Python source: a function ``f(x, k, n, mask, sizes, cfg, dtype, act, s, color)`` of a 2-D tensor,
 an int and the Python values a real program depends on (None-or-int, None-or-tensor, a tuple of varying
-length, a dict with an optional key and keys named with quotes or a backslash, a dtype, a callable, a float
-among -0.0/NaN/inf, an enum), which also reads a global list ``G`` and an attribute ``M.scale`` (None or a
-float) changed between calls. It applies a list of statements to ``y`` (always 2-D) and returns tensors, sizes
-and ints; some statements make Python look at a symbolic number (list indices, f-string keys, str, a fallback
-op, a max of an int and a float, isinstance/type) or at a size built from a shape (a torch.Size: its type,
-numel) or a tensor's dtype and device (torch's objects: identity, str, isinstance), others take gradients
-0.2.6 got wrong or could not take (a 0-d operand, index_put's values, list-taking fallback ops, an empty
-arange, `%`, nll_loss), read a named tuple's fields (``.values``), use torch's older argument forms
-(``unbiased=``) or update a view in place and assign it back. Control-flow statements come in two spellings:
-the plain one that thunder traces, and an instrumented one that records each decision (and each value Python
-read) in ``path``, so that running the instrumented program eagerly tells which control-flow path an argument
-set takes. The instrumented spelling also records, after each statement, whether each dim of ``y`` is 0, 1 or
-more: thunder legitimately specializes on intermediate sizes of 0 and 1 (broadcasting, empty slices), so these
-belong to the path too. Failures shrink to a short program, printed as runnable Python.
+length, or a frozenset, a range or bytes, a dict with an optional key and keys named with quotes or a
+backslash, a dtype, a callable, a float among -0.0/NaN/inf, an enum), which also reads a global list ``G`` and
+an attribute ``M.scale`` (None or a float) changed between calls. It applies a list of statements to ``y``
+(always 2-D) and returns tensors, sizes and ints; some statements make Python look at a symbolic number (list
+indices, f-string keys, str, a fallback op, a max of an int and a float, isinstance/type) or at a size built
+from a shape (a torch.Size: its type, numel) or a tensor's dtype and device (torch's objects: identity, str,
+isinstance), others take gradients 0.2.6 got wrong or could not take (a 0-d operand, index_put's values,
+list-taking fallback ops, an empty arange, `%`, nll_loss), read a named tuple's fields (``.values``), use
+torch's older argument forms (``unbiased=``) or update a view in place and assign it back. Control-flow
+statements come in two spellings: the plain one that thunder traces, and an instrumented one that records each
+decision (and each value Python read) in ``path``, so that running the instrumented program eagerly tells
+which control-flow path an argument set takes. The instrumented spelling also records, after each statement,
+whether each dim of ``y`` is 0, 1 or more: thunder legitimately specializes on intermediate sizes of 0 and 1
+(broadcasting, empty slices), so these belong to the path too. Failures shrink to a short program, printed as
+runnable Python.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ STRAIGHT = [
     "y = torch.narrow(y, 0, y.shape[0] // 2, y.shape[0] - y.shape[0] // 2)",
     "y = y.chunk(2)[0] * 2",
     "y = y * len(y)",
+    "y = y * (k.real + k.bit_length() + y.shape[0].numerator) + s.imag",
     "y = y * torch.tensor(k) + torch.tensor(y.shape[0]) + torch.tensor([y.shape[1], k]).sum()",
     # Sizes Python builds from a shape: a torch.Size in eager, as its type, isinstance and numel tell.
     "y = y.view(torch.Size([y.shape[0], y.shape[1]]) + (1,)).sum(-1) * (isinstance(y.shape[1:], torch.Size) + 1)",
@@ -118,6 +120,7 @@ STRAIGHT = [
     "y = y * 2 if n is None else y + n",
     "y = y if mask is None else y + mask.sum()",
     "y = y * len(sizes) + sizes[0]",
+    "y = y * len(sizes) - sum(sizes) + max(sizes)",
     "y = y + cfg['bias'] if 'bias' in cfg else y * cfg['scale']",
     "y = (y.to(dtype) * 3).to(torch.float32)",
     "y = y * (y.to(dtype).dtype is dtype) + len(str(y.to(dtype).dtype)) + isinstance(y.device, torch.device)",
@@ -222,7 +225,7 @@ class Extras:
 
     n: int | None = None
     mask: bool = False  # a (3,) tensor or None
-    sizes: tuple[int, ...] = (1,)
+    sizes: tuple[int, ...] | frozenset | range | bytes = (1,)  # Python reads the last three whole
     bias: float | None = None
     key: str | None = None  # one more key of cfg: its name prints with quotes or a backslash in the prologue
     dtype: torch.dtype = torch.float32
@@ -246,17 +249,23 @@ class Extras:
     def python_class(self) -> tuple:
         """What the prologue checks of these values: distinct classes may need distinct programs."""
         return (
-            self.n is None, self.mask, len(self.sizes), self.bias is None, self.key, self.dtype, self.act,
+            self.n is None, self.mask, _sizes_class(self.sizes), self.bias is None, self.key, self.dtype, self.act,
             math.copysign(1.0, self.s), math.isnan(self.s), math.isinf(self.s), self.s, self.color,
             len(self.g), self.scale,
         )  # fmt: skip
 
 
+def _sizes_class(sizes) -> tuple:
+    """A tuple's items are checked where they are read; a frozenset, a range or bytes is checked whole."""
+    return (tuple, len(sizes)) if type(sizes) is tuple else (type(sizes), sizes)
+
+
 FLOATS = [1.0, 0.0, -0.0, 2.5, float("nan"), float("inf"), float("-inf")]
+_SIZES = st.lists(st.integers(0, 4), min_size=1, max_size=3)
 EXTRA_VALUES = {
     "n": st.none() | st.integers(0, 5),
     "mask": st.booleans(),
-    "sizes": st.lists(st.integers(0, 4), min_size=1, max_size=3).map(tuple),
+    "sizes": _SIZES.map(tuple) | _SIZES.map(frozenset) | _SIZES.map(bytes) | st.integers(1, 3).map(range),
     "bias": st.none() | st.sampled_from([0.5, -1.0]),
     "key": st.none() | st.sampled_from(["it's", 'say "hi"', "a\\b"]),
     "dtype": st.sampled_from([torch.float32, torch.float64]),

@@ -81,6 +81,23 @@ def test_a_size_of_symbolic_dims_stays_symbolic():
     check_against_eager(f, [(x(6),), (x(3),), (x(5),)], compiles=1)
 
 
+def test_attributes_of_python_numbers():
+    """``n.real`` or ``n.bit_length()`` of a symbolic number failed with AttributeError. The real part and
+    numerator of a real number are the number (symbolic), the imaginary part and denominator constants; other
+    attributes read the value, pinned."""
+
+    def symbolic(t, n, s):
+        return t * n.real + n.imag + n.numerator * n.denominator - s.real + s.imag + t.shape[0].real
+
+    check_against_eager(symbolic, [(x(6), 4, 1.5), (x(3), 5, 2.5), (x(5), 6, 0.5)], compiles=1)
+
+    def pinned(t, n, s, c):
+        return t * n.bit_length(), s.is_integer(), s.as_integer_ratio(), c.real, c.imag, hex(t.shape[0])
+
+    calls = [(x(6), 4, 1.5, 2 + 1j), (x(6), 5, 1.5, 2 + 1j), (x(6), 4, 2.0, 2 + 1j), (x(6), 4, 1.5, 1j)]
+    check_against_eager(pinned, calls, compiles=4)
+
+
 # --- Text and hashing ---------------------------------------------------------------------------------
 
 

@@ -169,6 +169,18 @@ def test_slice_argument(cache):
 
 
 @CACHES
+def test_sets_ranges_and_bytes_read_whole(cache):
+    """Python reads them natively, all at once: a set's items, a range and bytes went unchecked (a set's length
+    only), so the program traced for ``{1, 3}`` was reused for ``{2, 3}``, ``range(2)``'s for ``range(3)``."""
+
+    def f(t, items):
+        return t * len(items) - sum(items) + max(items)
+
+    calls = [{1, 3}, {2, 3}, frozenset({2, 3}), range(2), range(3), b"\x01\x02", bytearray(b"\x01\x03"), {2, 3}]
+    check_against_eager(f, [(x(), items) for items in calls], cache=cache, compiles=7)
+
+
+@CACHES
 def test_identity_of_a_bool_argument(cache):
     def f(t, flag):
         if flag is True:

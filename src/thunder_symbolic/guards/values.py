@@ -8,8 +8,9 @@ attributes is checked here the cheapest way that proves the trace still holds, a
 guards do:
 
 * identity (``is``) for None, dtypes, layouts, memory formats, enum members, functions, classes;
-* type and length for tuples, lists and sets, type and keys (in order) for dicts; their items are
-  checked where the trace reads them.
+* type and length for tuples and lists, type and keys (in order) for dicts; their items are checked where
+  the trace reads them;
+* type and value for sets, ranges and bytes, which Python reads natively, as a whole.
 
 torch's own bookkeeping on modules (hooks, the non-persistent buffer set) is not checked; parameters,
 buffers and submodules are thunder's.
@@ -121,11 +122,24 @@ def guard_for(value: Any) -> tuple[str, Any] | None:
         return "is", value
     if _class_builtin(value):
         return "==", value
-    if type(value) in (tuple, list, set, frozenset):
+    if type(value) in (tuple, list):
         return "len", (type(value), len(value))
     if type(value) is dict:
         return "keys", (dict, tuple(value))
+    if type(value) in _READ_WHOLE:
+        return "value", (type(value), _READ_WHOLE[type(value)](value))
     return None
+
+
+# Containers Python reads natively, all at once (``sum(a_set)``, ``len(a_range)``, ``b"..." + data``): their
+# items never reach the trace one by one to be checked, so the whole value is (against a frozen copy).
+_READ_WHOLE: dict[type, Callable[[Any], Any]] = {
+    set: frozenset,
+    frozenset: frozenset,
+    range: lambda r: r,
+    bytes: lambda b: b,
+    bytearray: bytes,
+}
 
 
 # Expected objects by id: the prologue passes the id (an int prints in any trace; a function, an enum
@@ -139,6 +153,7 @@ _FAILS = {
     "==": "{o} != {e}",
     "len": "type({o}) is not {e}[0] or len({o}) != {e}[1]",
     "keys": "type({o}) is not dict or tuple({o}) != {e}[1]",
+    "value": "type({o}) is not {e}[0] or {o} != {e}[1]",
     "contiguous": "{o}.is_contiguous(memory_format={e}[0]) is not {e}[1]",
 }
 
@@ -191,6 +206,8 @@ def render(kind: str, expected: Any, path: str) -> str:
         return f"{path}.is_contiguous(memory_format={expected[0]}) is {expected[1]}"
     if kind == "len":
         return f"type({path}) is {expected[0].__name__} and len({path}) == {expected[1]}"
+    if kind == "value":
+        return f"type({path}) is {expected[0].__name__} and {path} == {expected[1]!r}"
     return f"type({path}) is dict and list({path}) == {list(expected[1])!r}"
 
 

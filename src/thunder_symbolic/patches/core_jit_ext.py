@@ -65,7 +65,8 @@ class _LookasideMap(dict):
     "thunder's dtypes and devices are torch's to them too, and a tensor's dtype is torch's; "
     "torch.fx generates a lazy graph module's code natively; a custom Function's C apply (torch >= 2.13) "
     "reaches its lookaside, and Dynamo's autograd_function_apply its lookaside in torch >= 2.12's form; a "
-    "tensor's methods (x.float()) are bound and called without interpreting thunder's lookup and partial call",
+    "tensor's methods (x.float()) are bound and called without interpreting thunder's lookup and partial call; "
+    "a symbolic number has its Python type's attributes (n.real symbolic, n.bit_length() of the pinned value)",
     why=(
         "Guard recorders run inside NumberProxy methods that traced code reaches; interpreting them would trace "
         "them. 0.2.6's isinstance answers for a DTensor proxy as for a plain tensor, so code that unwraps "
@@ -82,7 +83,8 @@ class _LookasideMap(dict):
         "lost `args_tensor_mask` (KeyError for any custom autograd.Function under thunderfx). 0.2.6 has no "
         "operator for torch.eye ('not yet supported'). Each tensor method call interpreted thunder's emulation "
         "of attribute lookup, TensorProxy.__getattr__ and a partial's call: about a fifth of a compile of the "
-        "inference benchmark's prefill (see thunder_symbolic.tensor_methods)."
+        "inference benchmark's prefill (see thunder_symbolic.tensor_methods). `n.real`, `n.bit_length()` or "
+        "`s.is_integer()` of a symbolic number failed with AttributeError."
     ),
     upstream=UPSTREAM,
 )
@@ -379,6 +381,8 @@ def _tensor_introspection(lookaside):
         value = unwrap(obj)
         if unwrap(name) == "is_contiguous" and isinstance(value, TensorProxy) and value_guards.current():
             return wrap_const(_input_contiguity(obj))
+        if isinstance(value, NumberProxy) and _python_number_attribute(value, unwrap(name)):
+            return _number_attribute(obj, unwrap(name))
         if unwrap(name) == "dtype" and isinstance(value, TensorProxy) and guard_recorder.user_code_is_calling():
             result = lookaside(obj, name, *default)
             if isinstance(result, WrappedValue):  # torch's dtype, which `x.dtype is torch.float32` compares
@@ -394,6 +398,28 @@ def _tensor_introspection(lookaside):
         return result
 
     return getattr_lookaside
+
+
+def _python_number_attribute(number: NumberProxy, name: Any) -> bool:
+    """Whether ``name`` is an attribute of the Python number (``n.real``, ``n.bit_length``) the proxy lacks."""
+    return (
+        type(name) is str
+        and not hasattr(type(number), name)
+        and hasattr(number.python_type, name)
+        and guard_recorder.user_code_is_calling()
+    )
+
+
+def _number_attribute(wrapped, name: str):
+    """``n.real`` and ``n.numerator`` of a real number are the number itself, ``imag`` and ``denominator`` its
+    constants; any other attribute (``bit_length``, ``is_integer``, ``hex``) reads the value, pinned."""
+    number = unwrap(wrapped)
+    real = number.python_type in (int, float)
+    if name == "real" and real or name == "numerator" and number.python_type is int:
+        return wrapped
+    if name == "imag" and real or name == "denominator" and number.python_type is int:
+        return wrap_const(getattr(number.python_type(), name) if name == "imag" else 1)
+    return wrap_const(getattr(guard_recorder.python_value(number), name))
 
 
 def _python_type(obj):
