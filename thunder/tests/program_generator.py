@@ -2,7 +2,7 @@
 
 A program is Python source: a function ``f(x, k, n, mask, sizes, cfg, dtype, act, s, color)`` of a 2-D tensor,
 an int and the Python values a real program depends on (None-or-int, None-or-tensor, a tuple of varying
-length, or a frozenset, a range or bytes, a dict with an optional key and keys named with quotes or a
+length, or a frozenset, a range, bytes or a deque, a dict with an optional key and keys named with quotes or a
 backslash, a dtype, a callable, a float among -0.0/NaN/inf, an enum), which also reads a global list ``G`` and
 an attribute ``M.scale`` (None or a float) changed between calls. It applies a list of statements to ``y``
 (always 2-D) and returns tensors, sizes and ints; some statements make Python look at a symbolic number (list
@@ -21,6 +21,7 @@ runnable Python.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import math
@@ -226,6 +227,7 @@ class Extras:
     n: int | None = None
     mask: bool = False  # a (3,) tensor or None
     sizes: tuple[int, ...] | frozenset | range | bytes = (1,)  # Python reads the last three whole
+    sizes_in_deque: bool = False  # passed as a collections.deque (read natively, item by item)
     bias: float | None = None
     key: str | None = None  # one more key of cfg: its name prints with quotes or a backslash in the prologue
     dtype: torch.dtype = torch.float32
@@ -240,7 +242,8 @@ class Extras:
         cfg = {"scale": 2.0} if self.bias is None else {"scale": 2.0, "bias": self.bias}
         if self.key is not None:
             cfg[self.key] = 0.0
-        return (self.n, mask, self.sizes, cfg, self.dtype, getattr(torch, self.act), self.s, self.color)
+        sizes = collections.deque(self.sizes) if self.sizes_in_deque else self.sizes
+        return (self.n, mask, sizes, cfg, self.dtype, getattr(torch, self.act), self.s, self.color)
 
     def set_state(self, namespace) -> None:
         namespace["G"][:] = self.g
@@ -249,15 +252,16 @@ class Extras:
     def python_class(self) -> tuple:
         """What the prologue checks of these values: distinct classes may need distinct programs."""
         return (
-            self.n is None, self.mask, _sizes_class(self.sizes), self.bias is None, self.key, self.dtype, self.act,
+            self.n is None, self.mask, _sizes_class(self.sizes, self.sizes_in_deque), self.bias is None, self.key,
+            self.dtype, self.act,
             math.copysign(1.0, self.s), math.isnan(self.s), math.isinf(self.s), self.s, self.color,
             len(self.g), self.scale,
         )  # fmt: skip
 
 
-def _sizes_class(sizes) -> tuple:
-    """A tuple's items are checked where they are read; a frozenset, a range or bytes is checked whole."""
-    return (tuple, len(sizes)) if type(sizes) is tuple else (type(sizes), sizes)
+def _sizes_class(sizes, in_deque: bool) -> tuple:
+    """A tuple's items are checked where they are read; a frozenset, a range, bytes or a deque is checked whole."""
+    return (tuple, len(sizes)) if type(sizes) is tuple and not in_deque else (type(sizes), in_deque, sizes)
 
 
 FLOATS = [1.0, 0.0, -0.0, 2.5, float("nan"), float("inf"), float("-inf")]
@@ -266,6 +270,7 @@ EXTRA_VALUES = {
     "n": st.none() | st.integers(0, 5),
     "mask": st.booleans(),
     "sizes": _SIZES.map(tuple) | _SIZES.map(frozenset) | _SIZES.map(bytes) | st.integers(1, 3).map(range),
+    "sizes_in_deque": st.booleans(),
     "bias": st.none() | st.sampled_from([0.5, -1.0]),
     "key": st.none() | st.sampled_from(["it's", 'say "hi"', "a\\b"]),
     "dtype": st.sampled_from([torch.float32, torch.float64]),

@@ -77,14 +77,19 @@ def _reduction_over_an_empty_dim() -> Program:
 
 
 def _containers_read_whole() -> Program:
-    """Python reads a frozenset, a range or bytes natively, all at once: their items (and a range's or bytes'
-    length) went unchecked, so a program traced for one was reused for another (found by the generator's
-    sizes of those types, in the long profile)."""
+    """Python reads a frozenset, a range, bytes or a deque natively: their items (and a range's or bytes'
+    length) went unchecked, so a program traced for one was reused for another."""
     statement = "    y = y * len(sizes) - sum(sizes) + max(sizes)"
     return Program(statement, statement + SIZE_CLASSES, "y")
 
 
-WHOLE_SIZES = [frozenset({1, 3}), frozenset({2, 3}), range(2), range(3), b"\x01\x02", b"\x02\x02", (1, 2)]
+WHOLE_SIZES = [
+    Extras(sizes=sizes, sizes_in_deque=in_deque)
+    for sizes, in_deque in [
+        (frozenset({1, 3}), False), (frozenset({2, 3}), False), (range(2), False), (range(3), False),
+        (b"\x01\x02", False), (b"\x02\x02", False), ((1, 2), False), ((1, 2), True), ((1, 3), True),
+    ]
+]  # fmt: skip
 
 
 def size_class(rows: int, cols: int, k: int) -> tuple:
@@ -195,7 +200,7 @@ def check_program(program: Program, arguments, *, grad: bool):
     arguments=[(r, c, k, Extras()) for r, c, k in [(0, 1, 0), (1, 3, 1), (0, 1, 0), (1, 4, 1)]],
 )
 @example(program=_reduction_over_an_empty_dim(), arguments=[(0, 1, 0, Extras()), (2, 1, 0, Extras())])
-@example(program=_containers_read_whole(), arguments=[(2, 2, 1, Extras(sizes=sizes)) for sizes in WHOLE_SIZES])
+@example(program=_containers_read_whole(), arguments=[(2, 2, 1, extras) for extras in WHOLE_SIZES])
 def test_generated_program_matches_eager(program: Program, arguments):
     check_program(program, arguments, grad=False)
 

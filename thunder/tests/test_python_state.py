@@ -17,7 +17,7 @@ import thunder
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 
 import thunder_symbolic
-from thunder_symbolic.guards.values import SideEffectError, ValueGuards
+from thunder_symbolic.guards.values import SideEffectError, UncheckableValueError, ValueGuards
 from thunder_symbolic.testing import check_against_eager, run_python
 
 CACHES = pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
@@ -178,6 +178,54 @@ def test_sets_ranges_and_bytes_read_whole(cache):
 
     calls = [{1, 3}, {2, 3}, frozenset({2, 3}), range(2), range(3), b"\x01\x02", bytearray(b"\x01\x03"), {2, 3}]
     check_against_eager(f, [(x(), items) for items in calls], cache=cache, compiles=7)
+
+
+@CACHES
+def test_values_python_reads_natively(cache):
+    """Their contents are read by C code (len, sum, float(), int()), never by the trace: a deque, a dict view or
+    subclass, a memoryview, numpy values, a fraction or a decimal of the first call was reused for any other
+    (either cache). Each is checked against a snapshot: plain items by value, others by identity."""
+    import collections
+    import decimal
+    import fractions
+
+    import numpy as np
+
+    def f(t, items):
+        if isinstance(items, dict):
+            items = items.values()
+        numbers = [float(i) for i in (items.tolist() if isinstance(items, np.ndarray) else items)]
+        return t * len(numbers) + sum(numbers)
+
+    half = fractions.Fraction(1, 2)  # an object in a container: checked by identity
+    calls = [
+        collections.deque([1, 2]), collections.deque([1, 3]), collections.deque([1, 3]),
+        collections.OrderedDict(a=1), collections.OrderedDict(a=2), collections.defaultdict(int, a=2),
+        collections.Counter(a=2), [np.int64(2)], [np.int64(3)],
+        [fractions.Fraction(1, 2)], [fractions.Fraction(1, 3)], [decimal.Decimal("0.5")], [decimal.Decimal("0.25")],
+        collections.deque([half]), collections.deque([half]),
+    ]  # fmt: skip
+    check_against_eager(f, [(x(), items) for items in calls], cache=cache, compiles=13)
+
+    # (not deep-copied and compared after the call, as check_against_eager's arguments are)
+    jf = thunder.jit(f, cache=cache)
+    views = [{"a": 1, "b": 2}.values(), {"a": 1, "b": 3}.values(), memoryview(b"\x01\x02"), memoryview(b"\x01\x03")]
+    for items in [*views, np.arange(3), np.arange(4), np.arange(4)]:
+        t = x()
+        torch.testing.assert_close(jf(t, items), f(t, items))
+    assert thunder.cache_misses(jf) == 6
+
+
+@CACHES
+def test_iterator_argument_is_refused(cache):
+    """An iterator's items are consumed as they are read: no check can prove the next one the same, so the
+    program is not compiled (it was reused for any other iterator)."""
+
+    def f(t, numbers):
+        return t * sum(numbers)
+
+    with pytest.raises(UncheckableValueError, match="reads numbers .a generator: an iterator"):
+        thunder.jit(f, cache=cache)(x(), (n for n in (1, 2)))
 
 
 @CACHES

@@ -10,7 +10,9 @@ guards do:
 * identity (``is``) for None, dtypes, layouts, memory formats, enum members, functions, classes;
 * type and length for tuples and lists, type and keys (in order) for dicts; their items are checked where
   the trace reads them;
-* type and value for sets, ranges and bytes, which Python reads natively, as a whole.
+* type and value for sets, ranges and bytes, which Python reads natively, as a whole; and a snapshot of
+  other values read natively (deques, dict views and subclasses, numpy arrays and scalars, fractions,
+  decimals; an iterator cannot be checked: the trace is refused with :class:`UncheckableValueError`).
 
 torch's own bookkeeping on modules (hooks, the non-persistent buffer set) is not checked; parameters,
 buffers and submodules are thunder's.
@@ -23,13 +25,18 @@ object is restored.
 
 from __future__ import annotations
 
+import array
+import collections
 import contextlib
 import contextvars
+import decimal
 import dis
 import enum
+import fractions
 import functools
 import inspect
 import re
+import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,7 +50,20 @@ from thunder.executors.pythonex import ex as pythonex
 
 from thunder_symbolic.guards.prologue import GuardFailed
 
-__all__ = ["SideEffectError", "ValueGuards", "check_python_values", "describe", "guard_for", "recording_values"]
+__all__ = [
+    "SideEffectError",
+    "UncheckableValueError",
+    "ValueGuards",
+    "check_python_values",
+    "describe",
+    "guard_for",
+    "recording_values",
+]
+
+
+class UncheckableValueError(TypeError):
+    """The traced function read a value natively that no prologue check can prove unchanged (an iterator, a
+    container of objects ``==`` does not compare by value)."""
 
 
 class SideEffectError(NotImplementedError):
@@ -128,7 +148,8 @@ def guard_for(value: Any) -> tuple[str, Any] | None:
         return "keys", (dict, tuple(value))
     if type(value) in _READ_WHOLE:
         return "value", (type(value), _READ_WHOLE[type(value)](value))
-    return None
+    snapshot = Snapshot.of(value)
+    return None if snapshot is None else ("snapshot", snapshot)
 
 
 # Containers Python reads natively, all at once (``sum(a_set)``, ``len(a_range)``, ``b"..." + data``): their
@@ -147,6 +168,85 @@ _READ_WHOLE: dict[type, Callable[[Any], Any]] = {
 _expected: dict[int, Any] = {}
 
 
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _plain(item: Any) -> bool:
+    """Whether ``==`` compares ``item`` by value (not a tensor, whose ``==`` is elementwise, nor any object)."""
+    return type(item) in _PLAIN or type(item) is tuple and all(map(_plain, item))
+
+
+def _same_items(items: tuple, recorded: tuple) -> bool:
+    """Plain items equal, others the same objects (a tensor or an object is checked by identity)."""
+    if len(items) != len(recorded):
+        return False
+    return all(_plain(a) and type(a) is type(b) and a == b if _plain(b) else a is b for a, b in zip(items, recorded))
+
+
+class Snapshot:
+    """What a value Python reads natively was when traced: its items, read by C code (``len(a_deque)``,
+    ``sum(a_dict.values())``, ``float(a_fraction)``, ``int(a_numpy_int)``), never reach the trace one by
+    one to be checked. Plain items are compared by value, others by identity. An iterator cannot be checked
+    (that would consume it): its snapshot is :attr:`uncheckable`, and the trace is refused."""
+
+    __slots__ = ("kind", "shown", "contents")
+
+    def __init__(self, kind: type, contents: Any, shown: str):
+        self.kind, self.contents, self.shown = kind, contents, shown
+
+    @classmethod
+    def of(cls, value: Any) -> Snapshot | None:
+        """The snapshot of a natively read value, or None for any other (its reads are traced and checked)."""
+        kind = type(value)
+        if isinstance(value, collections.abc.Iterator):
+            return cls(kind, _NEVER, f"a {kind.__name__}: an iterator, which a check would consume")
+        numpy = sys.modules.get("numpy")
+        if isinstance(value, (fractions.Fraction, decimal.Decimal)) or numpy and isinstance(value, numpy.generic):
+            return cls(kind, value, repr(value))
+        if numpy and kind is numpy.ndarray:
+            return cls(kind, value.copy(), f"an array equal to {value!r}")
+        if kind is memoryview:
+            return cls(kind, (value.format, value.shape, value.tobytes()), f"a memoryview of {value.tobytes()!r}")
+        if isinstance(value, dict) and kind is not dict:
+            items = tuple(value.items())
+        elif isinstance(value, _NATIVE_CONTAINERS):
+            items = tuple(value)
+        else:
+            return None
+        return cls(kind, items, f"{kind.__name__} of {list(items)!r}")
+
+    @property
+    def uncheckable(self) -> bool:
+        return self.contents is _NEVER
+
+    def matches(self, value: Any) -> bool:
+        if type(value) is not self.kind:
+            return False
+        if self.kind is memoryview:
+            return (value.format, value.shape, value.tobytes()) == self.contents
+        numpy = sys.modules.get("numpy")
+        if numpy and self.kind is numpy.ndarray:
+            return value.shape == self.contents.shape and bool(numpy.array_equal(value, self.contents))
+        if isinstance(value, dict):
+            return _same_items(tuple(value.items()), self.contents)
+        if isinstance(value, _NATIVE_CONTAINERS):
+            return _same_items(tuple(value), self.contents)
+        return bool(value == self.contents)
+
+    def __repr__(self) -> str:
+        return self.shown
+
+
+_NEVER = object()
+_NATIVE_CONTAINERS = (
+    collections.deque,
+    array.array,
+    type({}.keys()),
+    type({}.values()),
+    type({}.items()),
+)
+
+
 # How each kind of check reads, for value ``o`` and expected object ``e`` (see guard_for).
 _FAILS = {
     "is": "{o} is not {e}",
@@ -154,6 +254,7 @@ _FAILS = {
     "len": "type({o}) is not {e}[0] or len({o}) != {e}[1]",
     "keys": "type({o}) is not dict or tuple({o}) != {e}[1]",
     "value": "type({o}) is not {e}[0] or {o} != {e}[1]",
+    "snapshot": "not {e}.matches({o})",
     "contiguous": "{o}.is_contiguous(memory_format={e}[0]) is not {e}[1]",
 }
 
@@ -208,6 +309,8 @@ def render(kind: str, expected: Any, path: str) -> str:
         return f"type({path}) is {expected[0].__name__} and len({path}) == {expected[1]}"
     if kind == "value":
         return f"type({path}) is {expected[0].__name__} and {path} == {expected[1]!r}"
+    if kind == "snapshot":
+        return f"{path} is still {expected!r}"
     return f"type({path}) is dict and list({path}) == {list(expected[1])!r}"
 
 
@@ -263,6 +366,7 @@ class ValueGuards:
     # record's, and a value read through that one (a global function, fn.__globals__['g']) went unchecked.
     python_modules: dict[int, ProvenanceRecord] = field(default_factory=dict)
     watched: list[_Watched] = field(default_factory=list)
+    uncheckable: list[str] = field(default_factory=list)  # what was read that no check can prove unchanged
 
     def constraint(self) -> tuple | None:
         """The prologue constraint checking every value recorded, in one call (None when there are none)."""
@@ -290,6 +394,9 @@ class ValueGuards:
             return None
         self.seen.add(path)
         shown = user_path(path, self.fn)
+        if isinstance(found[1], Snapshot) and found[1].uncheckable:
+            self.uncheckable.append(f"{shown} ({found[1]!r})")
+            return None
         if type(value) in (list, dict, set):
             self.watched.append(_Watched(shown, value, value.copy(), _snapshot(value)))
         kind, expected = found
@@ -328,6 +435,15 @@ class ValueGuards:
         for watched in self.watched:
             if (target is watched.container or target is watched.stand_in) and watched.changed_at is None:
                 watched.changed_at = where()
+
+    def check_checkable(self, fn_name: str) -> None:
+        """Raise :class:`UncheckableValueError` if the trace read a value no prologue check can prove unchanged."""
+        if self.uncheckable:
+            raise UncheckableValueError(
+                f"{fn_name} reads {', '.join(self.uncheckable)} natively (outside the trace): thunder.jit cannot "
+                "prove a compiled program valid for the next call's value, so it refuses to compile it. Pass a "
+                "tuple, a list or a dict of numbers, strings or tensors instead."
+            )
 
     def check_unchanged(self, fn_name: str, cause: BaseException | None = None) -> None:
         """Raise :class:`SideEffectError` (restoring the object) if tracing changed a watched container (tracing

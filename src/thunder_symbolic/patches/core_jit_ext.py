@@ -468,7 +468,8 @@ def _generate_lazy_graph_code(fn) -> None:
 @patch(
     "thunder.core.jit_ext:thunder_general_jit",
     summary="traces under a guard recorder when the cache option is symbolic values, and under a recorder of "
-    "the Python values read (both cache options); refuses a trace that changed a container it read; lazy "
+    "the Python values read (both cache options); refuses a trace that changed a container it read, or read "
+    "one natively that no check can prove unchanged (an iterator); lazy "
     "graph modules (thunderfx on torch >= 2.12) generate their code before tracing",
     why=(
         "The recorder collects what the trace observed of symbolic numbers, to be re-checked by the prologue. "
@@ -492,6 +493,7 @@ def _thunder_general_jit(original):
                 read.check_unchanged(name, cause=e)  # a side effect is the first thing to report
                 raise
             read.check_unchanged(name)
+            read.check_checkable(name)
         return result
 
     return thunder_general_jit
