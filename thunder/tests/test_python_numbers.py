@@ -310,3 +310,20 @@ def test_data_dependent_number_in_text_is_refused():
 
     with pytest.raises(DataDependentError, match="depends on tensor data"):
         thunder.jit(f, cache="symbolic values")(x())
+
+
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+def test_branch_on_a_data_dependent_number_is_refused(cache):
+    """Under constant values 0.2.6 converted the unknown value of ``s.item() > 0`` to bool as False: the else
+    branch, whatever s held. A conversion of an unknown number is unknown, and Python's use of it refused."""
+
+    def branch(t, s):
+        return t * 2 if s.item() > 0 else t
+
+    def conversion(t, s):
+        return t * int(s.item())
+
+    with pytest.raises(Exception, match="conversion to bool is not allowed on dynamic proxy"):
+        thunder.jit(branch, cache=cache)(x(), torch.tensor(1.0))
+    with pytest.raises(DataDependentError, match="depends on tensor data"):
+        thunder.jit(conversion, cache=cache)(x(), torch.tensor(2.0))

@@ -189,7 +189,7 @@ class Snapshot:
     one to be checked. Plain items are compared by value, others by identity. An iterator cannot be checked
     (that would consume it): its snapshot is :attr:`uncheckable`, and the trace is refused."""
 
-    __slots__ = ("kind", "shown", "contents")
+    __slots__ = ("contents", "kind", "shown")
 
     def __init__(self, kind: type, contents: Any, shown: str):
         self.kind, self.contents, self.shown = kind, contents, shown

@@ -6,10 +6,30 @@ import functools
 
 from thunder.core import utils
 from thunder.core.compile_data import using_symbolic_values
-from thunder.core.proxies import TensorProxy
+from thunder.core.proxies import CONSTRAINT, NumberProxy, TensorProxy, numberproxy
 
 from thunder_symbolic._registry import patch
 from thunder_symbolic.guards import recorder as guard_recorder
+
+
+@patch(
+    "thunder.core.prims:convert_element_type.meta",
+    summary="converting a number whose value is unknown while tracing (from .item()) gives an unknown number",
+    why=(
+        "0.2.6 converts the traced value, and bool(None) is False: `if s.item() > 0:` took the else branch "
+        "under constant values, whatever s held (a silently wrong result; int and float raised TypeError). "
+        "The unknown result is then refused where Python needs its value (thunder_symbolic.patches.core_proxies)."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _convert_element_type_meta(original):
+    @functools.wraps(original)
+    def convert_element_type_meta(a, /, dtype):
+        if isinstance(a, NumberProxy) and a.value is None and utils.is_numbertype(dtype):
+            return numberproxy(dtype, None, constraint=CONSTRAINT.DYNAMIC)  # (a static one needs a value)
+        return original(a, dtype)
+
+    return convert_element_type_meta
 
 
 @patch(

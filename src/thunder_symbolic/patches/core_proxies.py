@@ -91,7 +91,9 @@ def _argument_name(history) -> str | None:
 _WHY_OBSERVE = (
     "0.2.6 hands the traced value of a symbolic number to Python (branches, range(), int(), float(), "
     "builtins such as min) without recording anything, so the cached program was reused for inputs on "
-    "which Python would have decided differently: silently wrong results."
+    "which Python would have decided differently: silently wrong results. A number that depends on tensor "
+    "data (`.item()`) has no value while tracing: user code's `if s.item() > 0` was False under either "
+    "cache option, whatever s held; it is refused."
 )
 
 
@@ -102,7 +104,8 @@ def _observing(truth: bool):
         @opaque
         def convert(self):
             recorder = guard_recorder.current()
-            if recorder is not None and algebra.is_data_dependent(self):
+            if algebra.is_data_dependent(self) and (recorder is not None or value_guards.current() is not None):
+                # While tracing, under constant values too: 0.2.6 took `if s.item() > 0` as False, whatever s held.
                 guard_recorder.refuse_data_dependent(self, "the truth value" if truth else "the value")
             value = original(self)
             if recorder is not None:
