@@ -201,11 +201,12 @@ def test_values_python_reads_natively(cache):
     calls = [
         collections.deque([1, 2]), collections.deque([1, 3]), collections.deque([1, 3]),
         collections.OrderedDict(a=1), collections.OrderedDict(a=2), collections.defaultdict(int, a=2),
-        collections.Counter(a=2), [np.int64(2)], [np.int64(3)],
+        collections.Counter(a=2), collections.OrderedDict(a=half), collections.OrderedDict(a=half), [np.int64(2)],
+        [np.int64(3)],
         [fractions.Fraction(1, 2)], [fractions.Fraction(1, 3)], [decimal.Decimal("0.5")], [decimal.Decimal("0.25")],
         collections.deque([half]), collections.deque([half]),
     ]  # fmt: skip
-    check_against_eager(f, [(x(), items) for items in calls], cache=cache, compiles=13)
+    check_against_eager(f, [(x(), items) for items in calls], cache=cache, compiles=14)
 
     # (not deep-copied and compared after the call, as check_against_eager's arguments are)
     jf = thunder.jit(f, cache=cache)

@@ -62,8 +62,7 @@ __all__ = [
 
 
 class UncheckableValueError(TypeError):
-    """The traced function read a value natively that no prologue check can prove unchanged (an iterator, a
-    container of objects ``==`` does not compare by value)."""
+    """The traced function read a value natively that no prologue check can prove unchanged (an iterator)."""
 
 
 class SideEffectError(NotImplementedError):
@@ -177,10 +176,17 @@ def _plain(item: Any) -> bool:
 
 
 def _same_items(items: tuple, recorded: tuple) -> bool:
-    """Plain items equal, others the same objects (a tensor or an object is checked by identity)."""
-    if len(items) != len(recorded):
-        return False
-    return all(_plain(a) and type(a) is type(b) and a == b if _plain(b) else a is b for a, b in zip(items, recorded))
+    """Plain items equal, tuples item by item (a dict's (key, value) pairs), others the same objects (a tensor
+    or an object is checked by identity)."""
+    return len(items) == len(recorded) and all(map(_same, items, recorded))
+
+
+def _same(item: Any, recorded: Any) -> bool:
+    if _plain(recorded):
+        return _plain(item) and type(item) is type(recorded) and item == recorded
+    if type(recorded) is tuple:
+        return type(item) is tuple and _same_items(item, recorded)
+    return item is recorded
 
 
 class Snapshot:
