@@ -255,7 +255,7 @@ class Extras:
             self.n is None, self.mask, _sizes_class(self.sizes, self.sizes_in_deque), self.bias is None, self.key,
             self.dtype, self.act,
             math.copysign(1.0, self.s), math.isnan(self.s), math.isinf(self.s), self.s, self.color,
-            len(self.g), self.scale,
+            self.g, self.scale,  # (G[0], a float global, is pinned by value)
         )  # fmt: skip
 
 
