@@ -87,8 +87,7 @@ STRAIGHT = [
     "y = torch.narrow(y, 0, y.shape[0] // 2, y.shape[0] - y.shape[0] // 2)",
     "y = y.chunk(2)[0] * 2",
     "y = y * len(y)",
-    "y = y * (k.real + k.bit_length() + y.shape[0].numerator) + s.imag",
-    "y = y * torch.tensor(k) + torch.tensor(y.shape[0]) + torch.tensor([y.shape[1], k]).sum()",
+    "y = y * torch.tensor(k) + torch.tensor(y.shape[0])",
     # Sizes Python builds from a shape: a torch.Size in eager, as its type, isinstance and numel tell.
     "y = y.view(torch.Size([y.shape[0], y.shape[1]]) + (1,)).sum(-1) * (isinstance(y.shape[1:], torch.Size) + 1)",
     "y = y.reshape(y.shape[:1] + (y.shape[1],)) * (y.shape[1:].numel() if type(y.size()) is torch.Size else -1)",
@@ -121,7 +120,7 @@ STRAIGHT = [
     "y = y * 2 if n is None else y + n",
     "y = y if mask is None else y + mask.sum()",
     "y = y * len(sizes) + sizes[0]",
-    "y = y * len(sizes) - sum(sizes) + max(sizes)",
+    "y = y * len(sizes) - sum(sizes)",
     "y = y + cfg['bias'] if 'bias' in cfg else y * cfg['scale']",
     "y = (y.to(dtype) * 3).to(torch.float32)",
     "y = y * (y.to(dtype).dtype is dtype) + len(str(y.to(dtype).dtype)) + isinstance(y.device, torch.device)",
@@ -146,6 +145,8 @@ PINNING = [
     ("y = y.split(2)[-1] + 1", "(y.shape[0] + 1) // 2"),
     ("y = y.sum(k % 2, keepdim=True)", "k % 2"),
     ("y = y * 2 if isinstance(k, int) and type(y.shape[0]) is int else y - 1", "True"),
+    ("y = y * (k.real + k.bit_length() + y.shape[0].numerator) + s.imag", "k"),
+    ("y = y + torch.tensor([y.shape[1], k]).sum()", "(y.shape[1], k)"),
 ]
 BRANCHES = [
     "y.shape[0] > {c}",

@@ -79,7 +79,7 @@ def _reduction_over_an_empty_dim() -> Program:
 def _containers_read_whole() -> Program:
     """Python reads a frozenset, a range, bytes or a deque natively: their items (and a range's or bytes'
     length) went unchecked, so a program traced for one was reused for another."""
-    statement = "    y = y * len(sizes) - sum(sizes) + max(sizes)"
+    statement = "    y = y * len(sizes) - sum(sizes)"
     return Program(statement, statement + SIZE_CLASSES, "y")
 
 
