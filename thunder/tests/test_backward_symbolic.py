@@ -215,6 +215,21 @@ def test_an_empty_slice_keeps_its_input_s_gradient(cache):
         torch.testing.assert_close(x.grad, torch.func.grad(fn)(x.detach()))
 
 
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+def test_relu_of_nan_in_grad_mode(cache):
+    """0.2.6 differentiated relu's decomposition ``where(a > 0, a, 0)``: in grad mode ``relu(nan)`` was 0
+    (the fuzzer's ``act(y)`` after a std of one row); torch gives NaN, and passes NaN's gradient on."""
+    fn = lambda x: torch.relu(x) * 3  # noqa: E731
+    jf = thunder.jit(fn, cache=cache)
+    for values in ([float("nan"), -1.0, 2.0, 0.0], [1.0, float("nan"), -2.0]):
+        x, expected_x = (torch.tensor(values, requires_grad=True) for _ in range(2))
+        out, expected = jf(x), fn(expected_x)
+        torch.testing.assert_close(out, expected, equal_nan=True)
+        out.backward(torch.ones_like(out))
+        expected.backward(torch.ones_like(expected))
+        torch.testing.assert_close(x.grad, expected_x.grad, equal_nan=True)
+
+
 def test_numbers_computed_from_a_float_argument_get_no_gradient():
     # A power of a float argument is a python_number_op, which had no grad rule: the program was compiled
     # with exact values instead, once per float.
