@@ -10,9 +10,9 @@ guards do:
 * identity (``is``) for None, dtypes, layouts, memory formats, enum members, functions, classes;
 * type and length for tuples and lists, type and keys (in order) for dicts; their items are checked where
   the trace reads them;
-* type and value for sets, ranges and bytes, which Python reads natively, as a whole; and a snapshot of
-  other values read natively (deques, dict views and subclasses, numpy arrays and scalars, fractions,
-  decimals; an iterator cannot be checked: the trace is refused with :class:`UncheckableValueError`).
+* type and a snapshot of the contents for values Python reads natively (sets, ranges, bytes, deques, dict
+  views and subclasses, numpy arrays and scalars, fractions, decimals); an iterator cannot be checked: the
+  trace is refused with :class:`UncheckableValueError`.
 
 torch's own bookkeeping on modules (hooks, the non-persistent buffer set) is not checked; parameters,
 buffers and submodules are thunder's.
@@ -145,21 +145,8 @@ def guard_for(value: Any) -> tuple[str, Any] | None:
         return "len", (type(value), len(value))
     if type(value) is dict:
         return "keys", (dict, tuple(value))
-    if type(value) in _READ_WHOLE:
-        return "value", (type(value), _READ_WHOLE[type(value)](value))
     snapshot = Snapshot.of(value)
     return None if snapshot is None else ("snapshot", snapshot)
-
-
-# Containers Python reads natively, all at once (``sum(a_set)``, ``len(a_range)``, ``b"..." + data``): their
-# items never reach the trace one by one to be checked, so the whole value is (against a frozen copy).
-_READ_WHOLE: dict[type, Callable[[Any], Any]] = {
-    set: frozenset,
-    frozenset: frozenset,
-    range: lambda r: r,
-    bytes: lambda b: b,
-    bytearray: bytes,
-}
 
 
 # Expected objects by id: the prologue passes the id (an int prints in any trace; a function, an enum
@@ -167,59 +154,79 @@ _READ_WHOLE: dict[type, Callable[[Any], Any]] = {
 _expected: dict[int, Any] = {}
 
 
-_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, range, fractions.Fraction, decimal.Decimal)
 
 
 def _plain(item: Any) -> bool:
     """Whether ``==`` compares ``item`` by value (not a tensor, whose ``==`` is elementwise, nor any object)."""
-    return type(item) in _PLAIN or type(item) is tuple and all(map(_plain, item))
+    if type(item) in _PLAIN:
+        return True
+    if type(item) is tuple:
+        return all(map(_plain, item))
+    return _numpy_scalar(item)
 
 
-def _same_items(items: tuple, recorded: tuple) -> bool:
-    """Plain items equal, tuples item by item (a dict's (key, value) pairs), others the same objects (a tensor
-    or an object is checked by identity)."""
-    return len(items) == len(recorded) and all(map(_same, items, recorded))
+def _numpy_scalar(x: Any) -> bool:
+    numpy = sys.modules.get("numpy")  # (only a program that has numpy can pass its values)
+    return numpy is not None and isinstance(x, numpy.generic)
 
 
 def _same(item: Any, recorded: Any) -> bool:
+    """Plain values equal, tuples item by item (a dict's (key, value) pairs), sets as sets (items by hash and
+    ``==``, an object's hash being its identity), others the same objects (a tensor is checked by identity)."""
+    if type(recorded) is frozenset:
+        return type(item) is frozenset and item == recorded
     if _plain(recorded):
-        return _plain(item) and type(item) is type(recorded) and item == recorded
+        return _plain(item) and type(item) is type(recorded) and bool(item == recorded)
     if type(recorded) is tuple:
-        return type(item) is tuple and _same_items(item, recorded)
+        return type(item) is tuple and len(item) == len(recorded) and all(map(_same, item, recorded))
     return item is recorded
 
 
+_NOT_NATIVE = object()
+_NATIVE_CONTAINERS = (collections.deque, array.array, type({}.keys()), type({}.values()), type({}.items()))
+
+
+def _frozen(value: Any) -> Any:
+    """What Python reads of ``value`` natively, in a form compared by :func:`_same`; _NOT_NATIVE for a value
+    whose reads are traced (and checked where they are made)."""
+    kind = type(value)
+    if kind in (set, frozenset):
+        return frozenset(value)
+    if kind in (range, bytes, fractions.Fraction, decimal.Decimal) or _numpy_scalar(value):
+        return value  # immutable
+    if kind is bytearray:
+        return bytes(value)
+    if kind is memoryview:
+        return (value.format, value.shape, value.tobytes())
+    if isinstance(value, dict) and kind is not dict:
+        return tuple(value.items())
+    if isinstance(value, _NATIVE_CONTAINERS):
+        return tuple(value)
+    return _NOT_NATIVE
+
+
 class Snapshot:
-    """What a value Python reads natively was when traced: its items, read by C code (``len(a_deque)``,
-    ``sum(a_dict.values())``, ``float(a_fraction)``, ``int(a_numpy_int)``), never reach the trace one by
-    one to be checked. Plain items are compared by value, others by identity. An iterator cannot be checked
-    (that would consume it): its snapshot is :attr:`uncheckable`, and the trace is refused."""
+    """What a value Python reads natively was when traced: its contents, read by C code (``sum(a_set)``,
+    ``len(a_deque)``, ``sum(a_dict.values())``, ``float(a_fraction)``, ``int(a_numpy_int)``), never reach the
+    trace one by one to be checked. Plain items are compared by value, others by identity. An iterator cannot
+    be checked (that would consume it): its snapshot is :attr:`uncheckable`, and the trace is refused."""
 
-    __slots__ = ("contents", "kind", "shown")
+    __slots__ = ("contents", "kind")
 
-    def __init__(self, kind: type, contents: Any, shown: str):
-        self.kind, self.contents, self.shown = kind, contents, shown
+    def __init__(self, kind: type, contents: Any):
+        self.kind, self.contents = kind, contents
 
     @classmethod
     def of(cls, value: Any) -> Snapshot | None:
-        """The snapshot of a natively read value, or None for any other (its reads are traced and checked)."""
-        kind = type(value)
+        """The snapshot of a natively read value, or None for any other."""
         if isinstance(value, collections.abc.Iterator):
-            return cls(kind, _NEVER, f"a {kind.__name__}: an iterator, which a check would consume")
+            return cls(type(value), _NEVER)
         numpy = sys.modules.get("numpy")
-        if isinstance(value, (fractions.Fraction, decimal.Decimal)) or numpy and isinstance(value, numpy.generic):
-            return cls(kind, value, repr(value))
-        if numpy and kind is numpy.ndarray:
-            return cls(kind, value.copy(), f"an array equal to {value!r}")
-        if kind is memoryview:
-            return cls(kind, (value.format, value.shape, value.tobytes()), f"a memoryview of {value.tobytes()!r}")
-        if isinstance(value, dict) and kind is not dict:
-            items = tuple(value.items())
-        elif isinstance(value, _NATIVE_CONTAINERS):
-            items = tuple(value)
-        else:
-            return None
-        return cls(kind, items, f"{kind.__name__} of {list(items)!r}")
+        if numpy is not None and type(value) is numpy.ndarray:
+            return cls(numpy.ndarray, value.copy())
+        frozen = _frozen(value)
+        return None if frozen is _NOT_NATIVE else cls(type(value), frozen)
 
     @property
     def uncheckable(self) -> bool:
@@ -228,29 +235,18 @@ class Snapshot:
     def matches(self, value: Any) -> bool:
         if type(value) is not self.kind:
             return False
-        if self.kind is memoryview:
-            return (value.format, value.shape, value.tobytes()) == self.contents
         numpy = sys.modules.get("numpy")
-        if numpy and self.kind is numpy.ndarray:
+        if numpy is not None and self.kind is numpy.ndarray:
             return value.shape == self.contents.shape and bool(numpy.array_equal(value, self.contents))
-        if isinstance(value, dict):
-            return _same_items(tuple(value.items()), self.contents)
-        if isinstance(value, _NATIVE_CONTAINERS):
-            return _same_items(tuple(value), self.contents)
-        return bool(value == self.contents)
+        return _same(_frozen(value), self.contents)
 
     def __repr__(self) -> str:
-        return self.shown
+        if self.uncheckable:
+            return f"a {self.kind.__name__}: an iterator, which a check would consume"
+        return f"a {self.kind.__name__} equal to {self.contents!r}"
 
 
 _NEVER = object()
-_NATIVE_CONTAINERS = (
-    collections.deque,
-    array.array,
-    type({}.keys()),
-    type({}.values()),
-    type({}.items()),
-)
 
 
 # How each kind of check reads, for value ``o`` and expected object ``e`` (see guard_for).
@@ -259,7 +255,6 @@ _FAILS = {
     "==": "{o} != {e}",
     "len": "type({o}) is not {e}[0] or len({o}) != {e}[1]",
     "keys": "type({o}) is not dict or tuple({o}) != {e}[1]",
-    "value": "type({o}) is not {e}[0] or {o} != {e}[1]",
     "snapshot": "not {e}.matches({o})",
     "contiguous": "{o}.is_contiguous(memory_format={e}[0]) is not {e}[1]",
 }
@@ -313,8 +308,6 @@ def render(kind: str, expected: Any, path: str) -> str:
         return f"{path}.is_contiguous(memory_format={expected[0]}) is {expected[1]}"
     if kind == "len":
         return f"type({path}) is {expected[0].__name__} and len({path}) == {expected[1]}"
-    if kind == "value":
-        return f"type({path}) is {expected[0].__name__} and {path} == {expected[1]!r}"
     if kind == "snapshot":
         return f"{path} is still {expected!r}"
     return f"type({path}) is dict and list({path}) == {list(expected[1])!r}"
