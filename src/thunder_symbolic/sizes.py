@@ -40,7 +40,7 @@ def is_size(wrapped: Any) -> bool:
     """Whether ``wrapped`` holds a tuple that eager PyTorch would have as a ``torch.Size``."""
     if type(unwrap(wrapped)) is not tuple or not isinstance(wrapped, WrappedValue):
         return False
-    return getattr(wrapped, _MARK, False) or _read_from_tensor(wrapped)
+    return getattr(wrapped, _MARK, False) or _size_call(wrapped)
 
 
 def mark(wrapped: WrappedValue) -> None:
@@ -49,15 +49,13 @@ def mark(wrapped: WrappedValue) -> None:
         setattr(wrapped, _MARK, True)
 
 
-def _read_from_tensor(wrapped: WrappedValue) -> bool:
-    """A tensor's ``shape`` or ``size()``, by the wrapper's provenance."""
+def _size_call(wrapped: WrappedValue) -> bool:
+    """A tensor's ``size()``, by the wrapper's provenance: it returns what the shape primitive does."""
     provenance = wrapped.provenance
-    if not provenance.inputs:
+    if provenance.inst is not PseudoInst.OPAQUE or not provenance.inputs:
         return False
-    if provenance.inst is PseudoInst.LOAD_ATTR:
-        return provenance.inputs[1].value == "shape"
-    called = getattr(provenance.inputs[0], "value", None)  # x.size() returns what the shape primitive does
-    return provenance.inst is PseudoInst.OPAQUE and getattr(called, "__wrapped__", called) is prims.shape
+    called = getattr(provenance.inputs[0], "value", None)
+    return getattr(called, "__wrapped__", called) is prims.shape
 
 
 def size_of(iterable) -> tuple | torch.Size:

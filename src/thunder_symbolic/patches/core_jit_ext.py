@@ -430,11 +430,14 @@ def _python_type(obj):
     return type(obj)
 
 
+_wrapped_python_type = interpreter_needs_wrap(_python_type)
+
+
 def _type_lookaside(*args, **kwargs):
     """``type(x)`` as eager Python answers it: a number's Python type, and ``torch.Size`` for a size."""
     if len(args) == 1 and not kwargs and sizes.is_size(args[0]) and guard_recorder.user_code_is_calling():
         return wrap_const(torch.Size)
-    return interpreter_needs_wrap(_python_type)(*args, **kwargs)
+    return _wrapped_python_type(*args, **kwargs)
 
 
 def _python_isinstance(lookaside):
