@@ -7,6 +7,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+import torch
 
 import thunder_symbolic
 from thunder_symbolic.testing import check_against_eager
@@ -43,6 +44,20 @@ def test_chunk_and_split_pin_the_number_of_pieces():
     check_against_eager(split_by_four, [(_x(n, 2),) for n in (8, 9, 5, 12, 0)], compiles=3)  # 2, 3, 1 pieces
 
 
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+def test_split_of_an_empty_dim_is_one_empty_piece(cache):
+    """0.2.6 split a dim of static size 0 into no pieces: `len(...)` was 0 where torch gives 1, and the long
+    fuzzing profile's `y.split(2)[-1]` an IndexError."""
+
+    def split_nothing(x):
+        empty = torch.zeros(0, x.shape[1])
+        return len(empty.split(2)), empty.split(2)[-1] + x.sum()
+
+    check_against_eager(
+        split_nothing, [(_x(n, 2),) for n in (3, 4)], compiles=1 if cache == "symbolic values" else 2, cache=cache
+    )
+
+
 def test_narrow_out_of_range_raises_as_eager_does():
     jfn = check_against_eager(narrow, [(_x(8, 2), 1, 3), (_x(9, 2), 2, 4)], compiles=1)
     with pytest.raises(RuntimeError):
@@ -59,7 +74,6 @@ def test_thunderfx_keeps_the_program_in_one_thunder_program(name):
     rotary embedding's fallback ops (polar, view_as_complex, view_as_real) have symbolic shapes, the length
     of a grown cache is Dynamo's ``torch.sym_sum``, and a size built from the shape Dynamo's ``torch.Size``
     (whose result the view's proxy could not be made of): all stay in thunder, one program, one compile."""
-    import torch
     from thunder.dynamo import thunderfx
 
     import thunder

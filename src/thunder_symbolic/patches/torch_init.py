@@ -95,16 +95,39 @@ def _symbolic_split(original, a, size_or_sections, dim=0):
     return _pieces(a, dim, size_or_sections, max(count, 1))  # an empty dim splits into one empty piece
 
 
-for _name, _symbolic in (("chunk", _symbolic_chunk), ("split", _symbolic_split)):
-    patch(
-        f"thunder.torch:{_name}.meta",
-        summary=f"{_name} under symbolic values pins the number of pieces, not the size of the split dim",
-        why=(
-            f"0.2.6's {_name} computes its slice bounds with Python's range over the dim, which pins the dim: "
-            "one compile per size where the number of pieces is the same."
-        ),
-        upstream="Lightning-AI/lightning-thunder#463",
-    )(_replacing_under_symbolic_values(_symbolic))
+_PINNING_WHY = (
+    "0.2.6's {} computes its slice bounds with Python's range over the dim, which pins the dim: one compile per "
+    "size where the number of pieces is the same."
+)
+patch(
+    "thunder.torch:chunk.meta",
+    summary="chunk under symbolic values pins the number of pieces, not the size of the split dim",
+    why=_PINNING_WHY.format("chunk"),
+    upstream="Lightning-AI/lightning-thunder#463",
+)(_replacing_under_symbolic_values(_symbolic_chunk))
+
+
+@patch(
+    "thunder.torch:split.meta",
+    summary="split under symbolic values pins the number of pieces, not the size of the split dim; a static "
+    "empty dim splits into one empty piece (either cache)",
+    why=_PINNING_WHY.format("split")
+    + " And 0.2.6 split an empty dim of static size into no pieces where torch gives one empty piece: "
+    "`len(x.split(2))` was 0 (constant values), `x.split(2)[-1]` an IndexError.",
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _split_meta(original):
+    symbolic = _under_symbolic_values(original, _symbolic_split)
+
+    @functools.wraps(original)
+    def split(a, size_or_sections, /, dim=0):
+        if isinstance(a, TensorProxy) and a.ndim and type(size_or_sections) is int and size_or_sections > 0:
+            along = utils.canonicalize_dim(a.ndim, dim)
+            if type(a.shape[along]) is int and a.shape[along] == 0:
+                return [_slice(a, along, 0, 0)]
+        return symbolic(a, size_or_sections, dim)
+
+    return split
 
 
 @patch(
@@ -221,4 +244,4 @@ for _name, _rule in fallback_shapes.RULES.items():
         ),
         upstream="Lightning-AI/lightning-thunder#463",
     )(_symbolic_meta)
-del _name, _rule, _symbolic, _symbolic_meta
+del _name, _rule, _symbolic_meta
