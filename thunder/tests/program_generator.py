@@ -2,21 +2,21 @@
 
 A program is Python source: a function ``f(x, k, n, mask, sizes, cfg, dtype, act, s, color)`` of a 2-D tensor,
 an int and the Python values a real program depends on (None-or-int, None-or-tensor, a tuple of varying
-length, or a frozenset, a range, bytes or a deque, a dict with an optional key and keys named with quotes or a
-backslash, a dtype, a callable, a float among -0.0/NaN/inf, an enum), which also reads a global list ``G`` and
-an attribute ``M.scale`` (None or a float) changed between calls. It applies a list of statements to ``y``
-(always 2-D) and returns tensors, sizes and ints; some statements make Python look at a symbolic number (list
-indices, f-string keys, str, a fallback op, a max of an int and a float, isinstance/type) or at a size built
-from a shape (a torch.Size: its type, numel) or a tensor's dtype and device (torch's objects: identity, str,
-isinstance), others take gradients 0.2.6 got wrong or could not take (a 0-d operand, index_put's values,
-list-taking fallback ops, an empty arange, `%`, nll_loss), read a named tuple's fields (``.values``), use
-torch's older argument forms (``unbiased=``) or update a view in place and assign it back. Control-flow
-statements come in two spellings: the plain one that thunder traces, and an instrumented one that records each
-decision (and each value Python read) in ``path``, so that running the instrumented program eagerly tells
-which control-flow path an argument set takes. The instrumented spelling also records, after each statement,
-whether each dim of ``y`` is 0, 1 or more: thunder legitimately specializes on intermediate sizes of 0 and 1
-(broadcasting, empty slices), so these belong to the path too. Failures shrink to a short program, printed as
-runnable Python.
+length, or a frozenset, a range, bytes, a deque or an OrderedDict, a dict with an optional key and keys named
+with quotes or a backslash, a dtype, a callable, a float among -0.0/NaN/inf, an enum), which also reads a
+global list ``G`` and an attribute ``M.scale`` (None or a float) changed between calls. It applies a list of
+statements to ``y`` (always 2-D) and returns tensors, sizes and ints; some statements make Python look at a
+symbolic number (list indices, f-string keys, str, a fallback op, a max of an int and a float,
+isinstance/type) or at a size built from a shape (a torch.Size: its type, numel) or a tensor's dtype and
+device (torch's objects: identity, str, isinstance), others take gradients 0.2.6 got wrong or could not take
+(a 0-d operand, index_put's values, list-taking fallback ops, an empty arange, `%`, nll_loss), read a named
+tuple's fields (``.values``), use torch's older argument forms (``unbiased=``) or update a view in place and
+assign it back. Control-flow statements come in two spellings: the plain one that thunder traces, and an
+instrumented one that records each decision (and each value Python read) in ``path``, so that running the
+instrumented program eagerly tells which control-flow path an argument set takes. The instrumented spelling
+also records, after each statement, whether each dim of ``y`` is 0, 1 or more: thunder legitimately
+specializes on intermediate sizes of 0 and 1 (broadcasting, empty slices), so these belong to the path too.
+Failures shrink to a short program, printed as runnable Python.
 """
 
 from __future__ import annotations
@@ -228,7 +228,7 @@ class Extras:
     n: int | None = None
     mask: bool = False  # a (3,) tensor or None
     sizes: tuple[int, ...] | frozenset | range | bytes = (1,)  # Python reads the last three whole
-    sizes_in_deque: bool = False  # passed as a collections.deque (read natively, item by item)
+    sizes_box: str | None = None  # passed in a deque or an OrderedDict (by index), which Python reads natively
     bias: float | None = None
     key: str | None = None  # one more key of cfg: its name prints with quotes or a backslash in the prologue
     dtype: torch.dtype = torch.float32
@@ -243,7 +243,7 @@ class Extras:
         cfg = {"scale": 2.0} if self.bias is None else {"scale": 2.0, "bias": self.bias}
         if self.key is not None:
             cfg[self.key] = 0.0
-        sizes = collections.deque(self.sizes) if self.sizes_in_deque else self.sizes
+        sizes = _BOXES[self.sizes_box](self.sizes) if self.sizes_box else self.sizes
         return (self.n, mask, sizes, cfg, self.dtype, getattr(torch, self.act), self.s, self.color)
 
     def set_state(self, namespace) -> None:
@@ -253,16 +253,19 @@ class Extras:
     def python_class(self) -> tuple:
         """What the prologue checks of these values: distinct classes may need distinct programs."""
         return (
-            self.n is None, self.mask, _sizes_class(self.sizes, self.sizes_in_deque), self.bias is None, self.key,
+            self.n is None, self.mask, _sizes_class(self.sizes, self.sizes_box), self.bias is None, self.key,
             self.dtype, self.act,
             math.copysign(1.0, self.s), math.isnan(self.s), math.isinf(self.s), self.s, self.color,
             self.g, self.scale,  # (G[0], a float global, is pinned by value)
         )  # fmt: skip
 
 
-def _sizes_class(sizes, in_deque: bool) -> tuple:
-    """A tuple's items are checked where they are read; a frozenset, a range, bytes or a deque is checked whole."""
-    return (tuple, len(sizes)) if type(sizes) is tuple and not in_deque else (type(sizes), in_deque, sizes)
+_BOXES = {"deque": collections.deque, "OrderedDict": lambda sizes: collections.OrderedDict(enumerate(sizes))}
+
+
+def _sizes_class(sizes, box: str | None) -> tuple:
+    """A tuple's items are checked where they are read; anything Python reads natively is checked whole."""
+    return (tuple, len(sizes)) if type(sizes) is tuple and box is None else (type(sizes), box, sizes)
 
 
 FLOATS = [1.0, 0.0, -0.0, 2.5, float("nan"), float("inf"), float("-inf")]
@@ -271,7 +274,7 @@ EXTRA_VALUES = {
     "n": st.none() | st.integers(0, 5),
     "mask": st.booleans(),
     "sizes": _SIZES.map(tuple) | _SIZES.map(frozenset) | _SIZES.map(bytes) | st.integers(1, 3).map(range),
-    "sizes_in_deque": st.booleans(),
+    "sizes_box": st.sampled_from([None, "deque", "OrderedDict"]),
     "bias": st.none() | st.sampled_from([0.5, -1.0]),
     "key": st.none() | st.sampled_from(["it's", 'say "hi"', "a\\b"]),
     "dtype": st.sampled_from([torch.float32, torch.float64]),

@@ -77,17 +77,17 @@ def _reduction_over_an_empty_dim() -> Program:
 
 
 def _containers_read_whole() -> Program:
-    """Python reads a frozenset, a range, bytes or a deque natively: their items (and a range's or bytes'
-    length) went unchecked, so a program traced for one was reused for another."""
+    """Python reads a frozenset, a range, bytes, a deque or an OrderedDict natively: their items (and a range's
+    or bytes' length) went unchecked, so a program traced for one was reused for another."""
     statement = "    y = y * len(sizes) - sum(sizes)"
     return Program(statement, statement + SIZE_CLASSES, "y")
 
 
 WHOLE_SIZES = [
-    Extras(sizes=sizes, sizes_in_deque=in_deque)
-    for sizes, in_deque in [
-        (frozenset({1, 3}), False), (frozenset({2, 3}), False), (range(2), False), (range(3), False),
-        (b"\x01\x02", False), ((1, 2), False), ((1, 2), True), ((1, 3), True),
+    Extras(sizes=sizes, sizes_box=box)
+    for sizes, box in [
+        (frozenset({1, 3}), None), (frozenset({2, 3}), None), (range(2), None), (range(3), None),
+        (b"\x01\x02", None), ((1, 2), None), ((1, 2), "deque"), ((1, 3), "OrderedDict"),
     ]
 ]  # fmt: skip  (8 programs: the recompile limit)
 

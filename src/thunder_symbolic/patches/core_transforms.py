@@ -130,8 +130,8 @@ def _minimum_grad(a, b):
 @grad_rule("torch.relu")
 def _relu_grad(a, inplace=False):
     """``torch.relu`` itself forward (NaN stays NaN), and PyTorch's rule back (``threshold_backward``): no
-    gradient where the result is at most 0. 0.2.6 has no rule, so grad mode differentiated its decomposition ``where(a > 0, a, 0)``, whose
-    forward is 0 for NaN: `relu(nan)` was 0 in grad mode only (either cache)."""
+    gradient where the result is at most 0. 0.2.6 has no rule, so grad mode differentiated its decomposition
+    ``where(a > 0, a, 0)``, whose forward is 0 for NaN: `relu(nan)` was 0 in grad mode only (either cache)."""
     import thunder.torch as ltorch
 
     result = ltorch.relu(a, inplace)
