@@ -1009,7 +1009,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
-    if ctx.world_size > 1:
+    if ctx.mesh is not None:  # a torchrun rank, one of one too: its gloo group outlives it (see rank_exit)
         from rank_exit import end_rank
 
         end_rank(code)

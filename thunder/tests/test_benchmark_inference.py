@@ -85,9 +85,11 @@ def test_symbolic_values_never_recompile_in_later_decode(tmp_path):
 
 
 @pytest.mark.distributed
-def test_tensor_parallel_ranks_end_without_python_finalization(tmp_path):
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_tensor_parallel_ranks_end_without_python_finalization(tmp_path, nproc):
     """A rank ends once its report is out, without Python's finalization: gloo's threads releasing a collective's
-    tensors during it aborted ranks on torch 2.14 (``rank_exit``). An exit handler shows whether it ran."""
+    tensors during it aborted ranks on torch 2.14 (``rank_exit``), and a lone torchrun rank on torch 2.10 (its
+    group is gloo's too). An exit handler shows whether it ran."""
     code = f"""
     import atexit
     import sys
@@ -98,7 +100,7 @@ def test_tensor_parallel_ranks_end_without_python_finalization(tmp_path):
     import benchmark_inference
     sys.exit(benchmark_inference.main())
     """
-    result = run_torchrun(code, nproc=2, timeout=600)
+    result = run_torchrun(code, nproc=nproc, timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "-- eager" in result.stdout and len(list(tmp_path.glob("inference_*.json"))) == 1
     assert "python finalized" not in result.stdout
