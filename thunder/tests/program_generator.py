@@ -131,6 +131,9 @@ STRAIGHT = [
     "y = y * G[0] * len(G)",
     "y = y if M.scale is None else y * M.scale",
     "y = y * sum(*(sizes,)) + pow(*(G[0], 2))",
+    # An attribute found missing (then set), a default argument (then replaced).
+    "y = y * getattr(M, 'gain', 1.0) + hasattr(M, 'gain')",
+    "y = H(y)",
 ]
 # (statement, what it reads of a symbolic number's value): Python looks at the number (text, an index, a
 # fallback op's fake run, the type of a mixed max), so the value read is pinned and belongs to the path.
@@ -170,9 +173,11 @@ class Program:
         return f"{head}\n    y = x\n{body}\n    return {self.returns}\n"
 
     def compile(self, *, instrumented: bool = False):
-        """The function, and its globals (set ``G`` and ``M.scale`` there before each call)."""
+        """The function, and its globals (set ``G``, ``M``'s attributes and ``H``'s default there before each
+        call)."""
         namespace = {"torch": torch, "math": math, "Color": Color, "Scale": Scale}
         namespace.update(G=[1.0], M=types.SimpleNamespace(scale=None))
+        exec("def H(t, d=None):\n    return t if d is None else t * d\n", namespace)
         exec(self.source(instrumented=instrumented), namespace)
         return namespace["f"], namespace
 
@@ -223,7 +228,8 @@ def programs(draw) -> Program:
 
 @dataclass(frozen=True)
 class Extras:
-    """The Python values of one call: arguments after ``k``, and the global ``G`` and ``M.scale``."""
+    """The Python values of one call: arguments after ``k``, the global ``G``, ``M.scale`` and ``M.gain``, and
+    the default argument of the global function ``H``."""
 
     n: int | None = None
     mask: bool = False  # a (3,) tensor or None
@@ -237,6 +243,8 @@ class Extras:
     color: Color = Color.RED
     g: tuple[float, ...] = (1.0,)
     scale: float | None = None
+    gain: float | None = None  # M.gain, missing when None
+    default: float | None = None  # H's default argument
 
     def arguments(self, seed: int) -> tuple:
         mask = torch.randn(3, generator=torch.Generator().manual_seed(seed)) if self.mask else None
@@ -249,6 +257,11 @@ class Extras:
     def set_state(self, namespace) -> None:
         namespace["G"][:] = self.g
         namespace["M"].scale = self.scale
+        if self.gain is None:
+            vars(namespace["M"]).pop("gain", None)
+        else:
+            namespace["M"].gain = self.gain
+        namespace["H"].__defaults__ = (self.default,)
 
     def python_class(self) -> tuple:
         """What the prologue checks of these values: distinct classes may need distinct programs."""
@@ -257,6 +270,7 @@ class Extras:
             self.dtype, self.act,
             math.copysign(1.0, self.s), math.isnan(self.s), math.isinf(self.s), self.s, self.color,
             self.g, self.scale,  # (G[0], a float global, is pinned by value)
+            self.gain, self.default,  # (floats of a global object or function: pinned by value)
         )  # fmt: skip
 
 
@@ -283,6 +297,8 @@ EXTRA_VALUES = {
     "color": st.sampled_from(list(Color)),
     "g": st.lists(st.sampled_from([1.0, 2.0, -0.5]), min_size=1, max_size=2).map(tuple),
     "scale": st.none() | st.sampled_from([1.5, 3.0]),
+    "gain": st.none() | st.sampled_from([0.5, 2.0]),
+    "default": st.none() | st.sampled_from([-1.0, 3.0]),
 }
 
 

@@ -92,6 +92,18 @@ WHOLE_SIZES = [
 ]  # fmt: skip  (8 programs: the recompile limit)
 
 
+def _missing_attribute_and_default() -> Program:
+    """An attribute found missing (``getattr`` with a default, ``hasattr``) and a default argument went
+    unchecked: a program traced without ``M.gain``, or for ``H``'s old default, was reused."""
+    statements = ["    y = y * getattr(M, 'gain', 1.0) + hasattr(M, 'gain')", "    y = H(y)"]
+    return Program("\n".join(statements), "\n".join(statements) + SIZE_CLASSES, "y")
+
+
+ATTRIBUTES_AND_DEFAULTS = [
+    Extras(gain=gain, default=default) for gain, default in [(None, None), (2.0, None), (2.0, 3.0), (None, 3.0)]
+]
+
+
 def size_class(rows: int, cols: int, k: int) -> tuple:
     """What thunder may legitimately specialize on besides control flow: sizes 0/1/2 and k's order to rows."""
     return min(rows, 3), min(cols, 3), min(k, 3), (k > rows) - (k < rows), (k > rows // 2) - (k < rows // 2)
@@ -201,6 +213,7 @@ def check_program(program: Program, arguments, *, grad: bool):
 )
 @example(program=_reduction_over_an_empty_dim(), arguments=[(0, 1, 0, Extras()), (2, 1, 0, Extras())])
 @example(program=_containers_read_whole(), arguments=[(2, 2, 1, extras) for extras in WHOLE_SIZES])
+@example(program=_missing_attribute_and_default(), arguments=[(2, 2, 1, e) for e in ATTRIBUTES_AND_DEFAULTS])
 def test_generated_program_matches_eager(program: Program, arguments):
     check_program(program, arguments, grad=False)
 

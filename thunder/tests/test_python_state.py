@@ -442,6 +442,129 @@ def test_memoizing_in_a_global_dict_is_refused_and_undone(cache):
         MEMO.clear()
 
 
+# --- Attributes found missing, submodules' attributes, default arguments ---------------------------------
+
+
+class Config:
+    pass
+
+
+MISSING_READS = {
+    "getattr with a default": lambda cfg: getattr(cfg, "bias", 0.0),
+    "hasattr": lambda cfg: 2.0 if hasattr(cfg, "bias") else 0.0,
+    "AttributeError caught": lambda cfg: _attribute_or_zero(cfg),
+}
+
+
+def _attribute_or_zero(cfg):
+    try:
+        return cfg.bias
+    except AttributeError:
+        return 0.0
+
+
+@CACHES
+@pytest.mark.parametrize("read", list(MISSING_READS))
+def test_attribute_found_missing_then_set_and_deleted(cache, read):
+    """A program traced when ``cfg`` had no ``bias`` was reused once it had one (0.2.6, both caches)."""
+    cfg, offset = Config(), MISSING_READS[read]
+
+    def f(t):
+        return t + offset(cfg)
+
+    jf = thunder.jit(f, cache=cache)
+    for bias in (None, 2.0, None, 2.0):
+        if bias is None:
+            vars(cfg).pop("bias", None)
+        else:
+            cfg.bias = bias
+        torch.testing.assert_close(jf(t := x()), f(t))
+    assert thunder.cache_misses(jf) == 2
+    reasons = [str(reason) for reason in thunder_symbolic.recompile_reasons(jf)]
+    assert "guard not hasattr(cfg, 'bias') failed" in reasons[0]
+
+
+class WithOptionalParts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(4, 4))
+        self.mlp[0].act = None
+        self.blocks = nn.ModuleList([nn.Identity()])
+
+    def forward(self, t):
+        y = self.mlp(t)
+        if self.mlp[0].act is not None:
+            y = self.mlp[0].act(y)
+        if hasattr(self.blocks[0], "scale"):
+            y = y * self.blocks[0].scale
+        return y * getattr(self, "gain", 1.0)
+
+
+@CACHES
+@torch.no_grad()
+def test_submodule_attributes_and_missing_ones(cache):
+    """Values read from a submodule (``self.mlp[0].act``) went unchecked in both caches, as did attributes
+    found missing on the module and its submodules."""
+    m = WithOptionalParts()
+    jm = thunder.jit(m, cache=cache)
+    changes = [
+        lambda: None,
+        lambda: setattr(m.mlp[0], "act", torch.tanh),
+        lambda: setattr(m.blocks[0], "scale", 3.0),
+        lambda: setattr(m, "gain", 0.5),
+        lambda: None,
+    ]
+    for change in changes:
+        change()
+        torch.testing.assert_close(jm(t := x()), m(t))
+    assert thunder.cache_misses(jm) == 4
+    reasons = " ".join(str(reason) for reason in thunder_symbolic.recompile_reasons(jm))
+    for guard in ("self.mlp[0].act is None", "not hasattr(self.blocks[0], 'scale')", "not hasattr(self, 'gain')"):
+        assert f"guard {guard} failed" in reasons
+
+
+def _scaled(t, scale=2.0, *, shift=None):
+    return t * scale if shift is None else t * scale + shift
+
+
+@CACHES
+def test_default_arguments_changed(cache):
+    """0.2.6 bound defaults as constants: a new ``__defaults__`` or ``__kwdefaults__`` (of the jitted function
+    or of one it calls), or a default dict changed in place, reused the old program."""
+
+    def f(t, table={"k": 1.0}):  # noqa: B006  (the point: a default changed in place)
+        return _scaled(t) * table["k"]
+
+    jf = thunder.jit(f, cache=cache)
+    originals = _scaled.__defaults__, _scaled.__kwdefaults__
+    changes = [
+        lambda: None,
+        lambda: setattr(_scaled, "__defaults__", (3.0,)),
+        lambda: setattr(_scaled, "__kwdefaults__", {"shift": 1.0}),
+        lambda: f.__defaults__[0].update(k=4.0),
+        lambda: setattr(f, "__defaults__", ({"k": 5.0},)),
+        lambda: None,
+    ]
+    try:
+        for change in changes:
+            change()
+            torch.testing.assert_close(jf(t := x()), f(t))
+    finally:
+        _scaled.__defaults__, _scaled.__kwdefaults__ = originals
+    assert thunder.cache_misses(jf) == 5  # a compile per change (floats read from a function are pinned)
+
+
+@CACHES
+def test_a_default_list_appended_to_is_refused(cache):
+    def f(t, seen=[]):  # noqa: B006
+        seen.append(1)
+        return t * len(seen)
+
+    with pytest.raises(SideEffectError, match=r"changes f.__defaults__\[0\] \(a list it did not create\) in place"):
+        thunder.jit(f, cache=cache)(x())
+    assert f.__defaults__ == ([],)
+
+
 # --- 0.2.6 without the patch set ----------------------------------------------------------------------
 
 

@@ -8,6 +8,8 @@ attributes is checked here the cheapest way that proves the trace still holds, a
 guards do:
 
 * identity (``is``) for None, dtypes, layouts, memory formats, enum members, functions, classes;
+* whether an object has an attribute, where the trace asked (``hasattr(cfg, "bias")``, ``getattr(self, "scale",
+  1.0)`` or ``try: o.k except AttributeError:`` finding none): setting it later must not reuse the program;
 * type and length for tuples and lists, type and keys (in order) for dicts; their items are checked where
   the trace reads them;
 * type and a snapshot of the contents for values Python reads natively (sets, ranges, bytes, deques, dict
@@ -46,6 +48,7 @@ import torch
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.jit_ext import EXT_FLAG_IS_MODULE, EXT_FLAG_IS_TENSOR_PROXY
 from thunder.core.prims import OpTags
+from thunder.core.proxies import Proxy
 from thunder.executors.pythonex import ex as pythonex
 
 from thunder_symbolic.guards.prologue import GuardFailed
@@ -72,8 +75,10 @@ class SideEffectError(NotImplementedError):
 
 # Step names a guarded value may be reached through: attributes, items, and these dunder attributes.
 _ALLOWED_DUNDERS = frozenset({"__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__self__", "__func__"})
-_NAMESPACES = (".__globals__", ".__closure__", ".__defaults__", ".__kwdefaults__", "['__builtins__']")
-_MODULE_INTERNALS = frozenset(vars(torch.nn.Module())) - {"training"}
+_NAMESPACES = (".__globals__", ".__closure__", ".__defaults__", ".__kwdefaults__", "['__builtins__']", "._modules")
+# torch's bookkeeping on a module, which is not checked; its submodules (``_modules``) are a step to their
+# attributes (``self.mlp.act is None`` reads ``self._modules['mlp'].act``).
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module())) - {"training", "_modules"}
 _IDENTITY_TYPES = (
     type(None),
     torch.dtype,
@@ -257,6 +262,7 @@ _FAILS = {
     "keys": "type({o}) is not dict or tuple({o}) != {e}[1]",
     "snapshot": "not {e}.matches({o})",
     "contiguous": "{o}.is_contiguous(memory_format={e}[0]) is not {e}[1]",
+    "hasattr": "hasattr({o}, {e}[0]) is not {e}[1]",
 }
 
 
@@ -310,6 +316,8 @@ def render(kind: str, expected: Any, path: str) -> str:
         return f"type({path}) is {expected[0].__name__} and len({path}) == {expected[1]}"
     if kind == "snapshot":
         return f"{path} is still {expected!r}"
+    if kind == "hasattr":
+        return f"{'' if expected[1] else 'not '}hasattr({path}, {expected[0]!r})"
     return f"type({path}) is dict and list({path}) == {list(expected[1])!r}"
 
 
@@ -406,6 +414,27 @@ class ValueGuards:
             at = f"argument {shown.partition('[')[0].partition('.')[0]}"
         return kind, id(expected), render(kind, expected, shown), at
 
+    def reaches(self, record: ProvenanceRecord) -> bool:
+        """Whether the prologue can read the value read through ``record`` (a path from the inputs that is not
+        a library module's attribute)."""
+        return describe(record, frozenset(self.python_modules)) is not None
+
+    def presence(
+        self, obj: Any, record: ProvenanceRecord, name: str, answer: bool, where: Callable[[], str]
+    ) -> tuple[str, int, str, str] | None:
+        """The check that ``hasattr(obj, name)`` still gives ``answer`` (``obj`` read through ``record``), once
+        per path and name; None for an object the prologue does not reach or whose attributes are not the user's
+        (a tensor proxy's, a Python module's)."""
+        if not isinstance(name, str) or name.startswith("__") or isinstance(obj, (Proxy, types.ModuleType)):
+            return None  # (Python looks a dunder up on the type: the interpreter's probes for protocols)
+        path = describe(record, frozenset(self.python_modules))
+        if path is None or path.endswith(_NAMESPACES) or (key := f"{path} has {name}") in self.seen:
+            return None
+        self.seen.add(key)
+        expected = (name, answer)
+        _expected[id(expected)] = expected
+        return "hasattr", id(expected), render("hasattr", expected, user_path(path, self.fn)), where()
+
     def watch_copy(self, container: Any, stand_in: Any) -> None:
         """Traced code sees ``stand_in`` (the same items as proxies) for ``container``: a change to either is one."""
         for watched in self.watched:
@@ -476,6 +505,7 @@ def current() -> ValueGuards | None:
 def user_path(path: str, fn: Any) -> str:
     """``path`` in the traced function's terms: its parameter names, global names, closure variable names,
     and ``self`` for a module (``args[1]`` -> ``mask``, ``fn.__globals__['G']`` -> ``G``)."""
+    path = re.sub(r"\._modules\['([^']*)'\]", _submodule_step, path)
     head, rest = re.match(
         r"(args\[\d+\]|kwargs\['[^']*'\]|fn\.__globals__\['[^']*'\]|"
         r"fn\.__closure__\[\d+\]\.cell_contents|fn)(.*)",
@@ -492,6 +522,12 @@ def user_path(path: str, fn: Any) -> str:
         index = int(head[len("fn.__closure__[") :].partition("]")[0])
         return (code.co_freevars[index] if code is not None else head) + rest
     return ("self" if isinstance(fn, torch.nn.Module) else getattr(fn, "__name__", "fn")) + rest
+
+
+def _submodule_step(match: re.Match) -> str:
+    """``._modules['mlp']`` as ``.mlp`` and ``._modules['0']`` (a Sequential's) as ``[0]``."""
+    name = match.group(1)
+    return f"[{name}]" if name.isdigit() else f".{name}"
 
 
 def _positional_parameters(fn: Any) -> list[str]:

@@ -1,5 +1,5 @@
 """Patches of ``thunder/core/interpreter.py``: Python builtins that meet symbolic numbers, subscripts
-without interpreted frames, and each code object disassembled once."""
+without interpreted frames, each code object disassembled once, and default arguments read as values."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import types
 
 from thunder.core.interpreter import (
     InterpreterFrame,
+    ProvenanceRecord,
+    PseudoInst,
     WrappedValue,
     check_and_append,
     get_interpretercompilectx,
@@ -22,6 +24,7 @@ from thunder.core.proxies import IntegerProxy, TensorProxy
 
 from thunder_symbolic import sizes
 from thunder_symbolic._registry import patch
+from thunder_symbolic.guards import values as value_guards
 
 
 def _tensor_len(t: TensorProxy):
@@ -151,6 +154,57 @@ def _globals_lookup(original):
         return original(globals_dict, name)
 
     return globals_lookup
+
+
+@patch(
+    "thunder.core.interpreter:_setup_frame_and_run_python_function",
+    summary="a call that leaves parameters to their defaults passes the defaults it reads from the function's "
+    "__defaults__ and __kwdefaults__, so the prologue checks them as any value read from the function",
+    why=(
+        "0.2.6 binds default arguments as constants: after `f.__defaults__ = (5,)` (on the jitted function or "
+        "one it calls), or a change inside a default list, the program traced for the old default was reused "
+        "(both cache options): silently wrong results."
+    ),
+)
+def _setup_frame_and_run_python_function(original):
+    def setup_frame_and_run_python_function(compilectx, runtimectx, wrapped_fn, /, *args, **kwargs):
+        read = value_guards.current()
+        if read is not None and compilectx._with_provenance_tracking and read.reaches(wrapped_fn.provenance):
+            args, kwargs = _with_defaults(wrapped_fn, args, kwargs)
+        return original(compilectx, runtimectx, wrapped_fn, *args, **kwargs)
+
+    return setup_frame_and_run_python_function
+
+
+def _with_defaults(wrapped_fn: WrappedValue, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``args`` and ``kwargs`` with every parameter they leave to its default passed explicitly, read from
+    ``fn.__defaults__[i]`` or ``fn.__kwdefaults__[name]`` (positional-only ones positionally, the rest by name)."""
+    fn = wrapped_fn.value
+    code, defaults, kwdefaults = fn.__code__, fn.__defaults__ or (), fn.__kwdefaults__ or {}
+    names = code.co_varnames
+    first_default = code.co_argcount - len(defaults)
+    if len(args) < min(first_default, code.co_posonlyargcount):
+        return args, kwargs  # a positional-only argument without default is missing: thunder raises the TypeError
+    args, kwargs = list(args), dict(kwargs)
+    for index in range(max(len(args), first_default), code.co_argcount):
+        if index < code.co_posonlyargcount:
+            args.append(_default(wrapped_fn, "__defaults__", index - first_default))
+        elif names[index] not in kwargs:
+            kwargs[names[index]] = _default(wrapped_fn, "__defaults__", index - first_default)
+    for name in names[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]:
+        if name not in kwargs and name in kwdefaults:
+            kwargs[name] = _default(wrapped_fn, "__kwdefaults__", name)
+    return tuple(args), kwargs
+
+
+def _default(wrapped_fn: WrappedValue, namespace: str, key: int | str) -> WrappedValue:
+    table = ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[wrapped_fn.provenance, wrap_const(namespace).provenance])
+    record = ProvenanceRecord(PseudoInst.BINARY_SUBSCR, inputs=[table, wrap_const(key).provenance])
+    value = getattr(wrapped_fn.value, namespace)[key]
+    known = get_interpreterruntimectx()._known_wrappers.get(id(value))
+    if known is not None and known[0]() is not None and type(value) in (list, dict, set):
+        return known[0]()  # a container traced already: one wrapper, so its changes are seen through either name
+    return WrappedValue(value, provenance=record)  # (not `wrap`: it returns a constant's wrapper made before)
 
 
 @patch(

@@ -16,6 +16,7 @@ from thunder.core.interpreter import (
     PseudoInst,
     WrappedValue,
     do_raise,
+    get_interpreterruntimectx,
     interpreter_needs_wrap,
     unwrap,
     wrap,
@@ -101,7 +102,8 @@ def _lookaside_map(original):
         lookasides[fn] = _text_lookaside(fn)
     lookasides[type] = _type_lookaside
     lookasides[torch.Size] = sizes.size_lookaside
-    lookasides[getattr] = _tensor_introspection(original[getattr])
+    lookasides[getattr] = _absence_checked(_tensor_introspection(original[getattr]))
+    lookasides[hasattr] = _presence_checked(original[hasattr])
     lookasides[functools.partial.__call__] = tensor_methods.call
     if isinstance in original:
         lookasides[isinstance] = _python_isinstance(_dtensor_aware_isinstance(original[isinstance]))
@@ -398,6 +400,52 @@ def _tensor_introspection(lookaside):
         return result
 
     return getattr_lookaside
+
+
+_ABSENT = object()
+
+
+def _absence_checked(lookaside):
+    """``getattr`` that finds no attribute (returning the default, or raising AttributeError for code that catches
+    it) has the prologue check the attribute still missing: setting it later would change what the code does."""
+
+    def getattr_lookaside(obj, name, *default):
+        if not default:
+            result = lookaside(obj, name)
+            if result is INTERPRETER_SIGNALS.EXCEPTION_RAISED and isinstance(
+                get_interpreterruntimectx().curexc, AttributeError
+            ):
+                _check_presence(obj, name, False)
+            return result
+        missing = wrap_const(_ABSENT)  # (the default itself may be the attribute's value)
+        result = lookaside(obj, name, missing)
+        if result is not missing:
+            return result
+        _check_presence(obj, name, False)
+        return default[0]
+
+    return getattr_lookaside
+
+
+def _presence_checked(lookaside):
+    """``hasattr`` whose answer the prologue checks (the code may branch on it without reading the attribute)."""
+
+    def hasattr_lookaside(obj, name):
+        result = lookaside(obj, name)
+        if isinstance(result, WrappedValue) and type(result.value) is bool:
+            _check_presence(obj, name, result.value)
+        return result
+
+    return hasattr_lookaside
+
+
+def _check_presence(obj, name, answer: bool) -> None:
+    read = value_guards.current()
+    if read is None or not isinstance(obj, WrappedValue):
+        return
+    found = read.presence(obj.value, obj.provenance, unwrap(name), answer, guard_recorder.source_location)
+    if found is not None:
+        read.check(AnyProxy(obj.value, history=obj.provenance), found)
 
 
 def _python_number_attribute(number: NumberProxy, name: Any) -> bool:
