@@ -5,8 +5,11 @@ floats, enums, globals, module attributes) and is held to eager PyTorch call by 
 count, under both cache options: these gaps were thunder 0.2.6's prologue's, shared by both.
 """
 
+import collections
 import enum
 import math
+import re
+import types
 import weakref
 
 import pytest
@@ -169,6 +172,17 @@ def test_slice_argument(cache):
 
 
 @CACHES
+def test_str_argument_is_a_str_to_the_program(cache):
+    """Under symbolic values 0.2.6 handed traced code a str proxy: `int(s)`, `s + "!"` and `s < "b"` failed, and
+    `repr(s)` was "<StringProxy '2'>" (a silently wrong length)."""
+
+    def f(t, s):
+        return t * int(s) + len(s + "!") + (s < "3") + len(repr(s)) + (s != "2")
+
+    check_against_eager(f, [(x(), "2"), (x(), "2"), (x(), "10")], cache=cache, compiles=2)
+
+
+@CACHES
 def test_sets_ranges_and_bytes_read_whole(cache):
     """Python reads them natively, all at once: a set's items, a range and bytes went unchecked (a set's length
     only), so the program traced for ``{1, 3}`` was reused for ``{2, 3}``, ``range(2)``'s for ``range(3)``."""
@@ -215,6 +229,29 @@ def test_values_python_reads_natively(cache):
         t = x()
         torch.testing.assert_close(jf(t, items), f(t, items))
     assert thunder.cache_misses(jf) == 6
+
+
+Pair = collections.namedtuple("Pair", "a b")
+Triple = collections.namedtuple("Triple", "a b c")
+
+
+@CACHES
+def test_named_tuple_arguments(cache):
+    """A named tuple was checked neither by type nor by length (0.2.6 and this package until 2026-12-05): `len(p)`
+    and, under symbolic values, `sum(p)` (read natively) of the first call were reused. One of plain values is
+    checked as a snapshot; one holding tensors by type and length, its items where they are read."""
+
+    def f(t, p):
+        return t * len(p) + sum(p)
+
+    calls = [Pair(1, 2), Pair(1, 2), Pair(1, 5), Triple(1, 2, 0), (1, 2)]
+    check_against_eager(f, [(x(), p) for p in calls], cache=cache, compiles=4)
+
+    def g(t, p):
+        return t * len(p) + (p.a if p.b is None else p.a * p.b)
+
+    tensors = [Pair(x(), None), Pair(x(), None), Pair(x(), x()), Triple(x(), None, 1), Pair(x(), x())]
+    check_against_eager(g, [(x(), p) for p in tensors], cache=cache, compiles=3)
 
 
 @CACHES
@@ -440,6 +477,71 @@ def test_memoizing_in_a_global_dict_is_refused_and_undone(cache):
             jf(x(5))  # would add a key
     finally:
         MEMO.clear()
+
+
+LAST_ROWS = None
+SEEN = types.SimpleNamespace(rows=None)
+
+
+def _assigns_a_global(t):
+    global LAST_ROWS
+    LAST_ROWS = t.shape[0]
+    return t * 2
+
+
+def _sets_an_attribute(t):
+    SEEN.rows = t.shape[0]
+    return t * 2
+
+
+def _counting_closure():
+    calls = 0
+
+    def f(t):
+        nonlocal calls
+        calls += 1
+        return t * calls
+
+    return f
+
+
+@CACHES
+@pytest.mark.parametrize(
+    "fn, statement",
+    [
+        (_assigns_a_global, "`global LAST_ROWS` assigned"),
+        (_sets_an_attribute, "`SEEN.rows = ...`"),
+        (_counting_closure(), "`nonlocal calls` assigned"),
+    ],
+    ids=["global", "attribute of a global object", "closure variable"],
+)
+def test_assigning_python_state_is_refused(cache, fn, statement):
+    """thunder made such an assignment once, while tracing, and never again: under symbolic values `LAST_ROWS`
+    and `SEEN.rows` were left holding a proxy, and a counter failed the next check with "Expected 1 to be equal
+    to and have the type of 0" (0.2.6, either cache)."""
+    with pytest.raises(SideEffectError, match=rf"{re.escape(statement)} at test_python_state.py:\d+ in "):
+        thunder.jit(fn, cache=cache)(x())
+    assert LAST_ROWS is None and SEEN.rows is None
+
+
+@CACHES
+def test_state_the_program_creates_may_change(cache):
+    """Objects and closure cells made while tracing are the program's own: assigning them is traced as usual."""
+
+    def f(t):
+        box = types.SimpleNamespace(rows=0)
+        box.rows = t.shape[0]
+        count = 0
+
+        def bump():
+            nonlocal count
+            count += 1
+
+        bump()
+        bump()
+        return t * box.rows * count
+
+    check_against_eager(f, [(x(2),), (x(3),), (x(4),)], cache=cache, compiles=1 if cache == "symbolic values" else 3)
 
 
 # --- Attributes found missing, submodules' attributes, default arguments ---------------------------------

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from thunder.core import devices, dtypes
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.jit_ext import EXT_FLAG_IS_MODULE, EXT_FLAG_IS_TENSOR_PROXY
 from thunder.core.prims import OpTags
@@ -151,7 +152,11 @@ def guard_for(value: Any) -> tuple[str, Any] | None:
     if type(value) is dict:
         return "keys", (dict, tuple(value))
     snapshot = Snapshot.of(value)
-    return None if snapshot is None else ("snapshot", snapshot)
+    if snapshot is not None:
+        return "snapshot", snapshot
+    if isinstance(value, tuple) and not isinstance(value, torch.Size):  # a named tuple holding tensors or objects
+        return "len", (type(value), len(value))
+    return None
 
 
 # Expected objects by id: the prologue passes the id (an int prints in any trace; a function, an enum
@@ -206,6 +211,10 @@ def _frozen(value: Any) -> Any:
         return (value.format, value.shape, value.tobytes())
     if isinstance(value, dict) and kind is not dict:
         return tuple(value.items())
+    if isinstance(value, tuple) and kind is not tuple and not isinstance(value, torch.Size):
+        # A named tuple of plain values, which `sum`, `len` and unpacking read natively; one holding tensors or
+        # objects is checked by type and length, its items where they are read (see guard_for).
+        return tuple(value) if all(map(_plain, value)) else _NOT_NATIVE
     if isinstance(value, _NATIVE_CONTAINERS):
         return tuple(value)
     return _NOT_NATIVE
@@ -414,6 +423,11 @@ class ValueGuards:
             at = f"argument {shown.partition('[')[0].partition('.')[0]}"
         return kind, id(expected), render(kind, expected, shown), at
 
+    def path_of(self, record: ProvenanceRecord) -> str:
+        """How the user spells the value read through ``record`` (``cfg``, ``self.mlp``, ``args[2]``)."""
+        path = describe(record, frozenset(self.python_modules))
+        return "object" if path is None else user_path(path, self.fn)
+
     def reaches(self, record: ProvenanceRecord) -> bool:
         """Whether the prologue can read the value read through ``record`` (a path from the inputs that is not
         a library module's attribute)."""
@@ -493,6 +507,36 @@ class ValueGuards:
                 "would), so it refuses to compile it. Make the change outside the jitted function, or return "
                 "the new value."
             ) from cause
+
+
+MISSING = object()  # what a name or attribute not yet assigned holds, to same_state
+
+
+def same_state(current: Any, new: Any, read: Any = None) -> bool:
+    """Whether assigning ``new`` where ``current`` is leaves Python state as it was: the same object (or the proxy
+    the trace read it as, ``read`` being the wrapper of that read: `self.keys = self.keys.to(self.device)`), or an
+    equal plain value, dtype or device (``self.device = x.device`` on every call, as transformers' caches do).
+    thunder makes an assignment once, while tracing: right for such a one only."""
+    if new is current or read is not None and getattr(read, "value", None) is new:
+        return True
+    if isinstance(new, devices.Device):
+        new = devices.to_torch_device(new)
+    elif isinstance(new, dtypes.dtype):
+        new = dtypes.to_torch_dtype(new)
+    if isinstance(new, (torch.device, torch.dtype)) or not isinstance(new, Proxy) and _plain(new):
+        return type(new) is type(current) and bool(new == current)
+    return False
+
+
+def store_refused(statement: str, where: str) -> SideEffectError:
+    """The error for traced code that changes Python state it did not create (a global, a closure variable of the
+    jitted function, an attribute of an object it was given): thunder makes the change once, while tracing (with
+    a proxy for a value computed from the inputs), and never again; eager Python makes it on every call."""
+    return SideEffectError(
+        f"{statement} at {where} changes Python state the jitted function did not create; the compiled program "
+        "cannot repeat that change on later calls (eager Python would), so thunder.jit refuses to compile it. "
+        "Make the change outside the jitted function, or return the new value."
+    )
 
 
 _current: contextvars.ContextVar[ValueGuards | None] = contextvars.ContextVar("thunder_symbolic_values", default=None)

@@ -14,6 +14,7 @@ from thunder.core.interpreter import (
     PseudoInst,
     WrappedValue,
     check_and_append,
+    do_raise,
     get_interpretercompilectx,
     get_interpreterruntimectx,
     interpreter_needs_wrap,
@@ -24,6 +25,7 @@ from thunder.core.proxies import IntegerProxy, TensorProxy
 
 from thunder_symbolic import sizes
 from thunder_symbolic._registry import patch
+from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards import values as value_guards
 
 
@@ -231,10 +233,13 @@ def _wrap_args_from_list(original):
     "thunder.core.interpreter:_default_opcode_handler_map",
     summary="BINARY_SUBSCR of a tuple or list by an int, or of a dict by a str, calls the interpreter's lookaside "
     "directly instead of interpreting `obj.__getitem__(index)` (same wrapped value and provenance); a slice, "
-    "sum or repetition of a size is marked a size (see thunder_symbolic.sizes)",
+    "sum or repetition of a size is marked a size (see thunder_symbolic.sizes); assigning or deleting a global "
+    "or a closure variable of a function reached through the inputs is refused with SideEffectError",
     why="One interpreted frame per subscript such as `outputs[0]` (74 in the benchmark's prefill, besides those "
     "of global reads and `*args`). Eager's `x.shape[1:]` and `x.shape[:-1] + (n,)` are torch.Size; traced, they "
-    "were tuples to isinstance, type and str.",
+    "were tuples to isinstance, type and str. `global LAST; LAST = x.shape[0]` ran once, while tracing (a proxy "
+    "left in LAST under symbolic values), and a counter (`calls += 1`) failed its next call with thunder's "
+    "'Expected 1 to be equal to and have the type of 0' (either cache).",
 )
 def _opcode_handlers(original):
     binary_subscr, binary_slice, binary_op = original["BINARY_SUBSCR"], original["BINARY_SLICE"], original["BINARY_OP"]
@@ -259,7 +264,53 @@ def _opcode_handlers(original):
         return _marking_a_size(sized, binary_op(inst, stack=stack, **kwargs), stack)
 
     handlers = {"BINARY_SUBSCR": binary_subscr_handler, "BINARY_SLICE": binary_slice_handler}
+    for opname, target in (("GLOBAL", _globals_of), ("DEREF", _cell_of)):
+        for verb in ("STORE", "DELETE"):
+            name = f"{verb}_{opname}"
+            handlers[name] = _refusing_untracked_stores(original[name], target, verb)
     return {**original, **handlers, "BINARY_OP": binary_op_handler}
+
+
+def _refusing_untracked_stores(handler, target, verb: str):
+    """``handler`` of STORE/DELETE_GLOBAL or _DEREF, refusing to change a global of, or a closure variable
+    captured by, a function reached through the inputs (see value_guards.store_refused): thunder makes the change
+    once, while tracing, and never replays it. Assigning the value already there changes nothing; globals of
+    library modules and cells made while tracing are the traced code's own."""
+
+    def refusing_handler(inst, /, stack, co, frame, **kwargs):
+        read = value_guards.current()
+        namespace = target(inst, co, frame)
+        if read is not None and isinstance(namespace, WrappedValue) and read.reaches(namespace.provenance):
+            current, read_as = _held(namespace, inst.argval)
+            if verb == "DELETE" or not value_guards.same_state(current, unwrap(stack.getitem_wrapped(-1)), read_as):
+                kind = "global" if target is _globals_of else "nonlocal"
+                statement = f"`{kind} {inst.argval}` {'assigned' if verb == 'STORE' else 'deleted'}"
+                return do_raise(value_guards.store_refused(statement, guard_recorder.source_location()))
+        return handler(inst, stack=stack, co=co, frame=frame, **kwargs)
+
+    return refusing_handler
+
+
+def _globals_of(inst, co, frame):
+    return frame.globals
+
+
+def _cell_of(inst, co, frame):
+    cell = frame.localsplus[inst.arg]
+    return cell if inst.argval in co.co_freevars else None  # (a cell variable of this frame is its own)
+
+
+def _held(namespace: WrappedValue, name: str) -> tuple:
+    """What a (wrapped) globals dict or cell holds (``value_guards.MISSING`` where nothing is assigned yet), and the
+    wrapper the trace read it through, if it did."""
+    if isinstance(namespace.value, dict):
+        items = namespace.item_wrappers if isinstance(namespace.item_wrappers, dict) else {}
+        return namespace.value.get(name, value_guards.MISSING), items.get(name)
+    try:
+        held = namespace.value.cell_contents
+    except ValueError:  # an empty cell
+        held = value_guards.MISSING
+    return held, namespace.attribute_wrappers.get("cell_contents")
 
 
 def _marking_a_size(from_a_size: bool, signal, stack):

@@ -23,7 +23,7 @@ from thunder.core.interpreter import (
     wrap_const,
 )
 from thunder.core.jit_ext import get_jit_ctx
-from thunder.core.proxies import AnyProxy, IntegerProxy, NumberProxy, StringProxy, TensorProxy, variableify
+from thunder.core.proxies import AnyProxy, IntegerProxy, NumberProxy, Proxy, TensorProxy, variableify
 from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 from torch.fx._lazy_graph_module import _LazyGraphModule
 
@@ -59,7 +59,8 @@ class _LookasideMap(dict):
     "thunder.core.jit_ext:_general_jit_lookaside_map",
     summary="guard recorders run natively, not interpreted; min/max of two numbers and torch.sym_max/min/sum stay "
     "symbolic; torch.eye is traced; isinstance(dtensor, DTensor) is True for DTensor proxies; setting an "
-    "attribute of the jitted function or module itself is refused with an error naming the statement; in user "
+    "attribute of the jitted function or module itself, or of another object it was given that is not a module, "
+    "is refused with an error naming the statement; in user "
     "code, type() and isinstance() of a symbolic number answer with its Python type, str/repr/format give its "
     "digits (pinned), in containers too; a shape (x.shape, x.size(), its slices and sums, torch.Size(...) of "
     "symbolic dims, which stays symbolic) is a torch.Size to type(), isinstance(), str/repr and .numel(); "
@@ -73,7 +74,9 @@ class _LookasideMap(dict):
         "them. 0.2.6's isinstance answers for a DTensor proxy as for a plain tensor, so code that unwraps "
         "DTensors (`w.to_local() if isinstance(w, DTensor) else w`) took the wrong branch and failed. And it "
         "applies `self.step += 1` in the epilogue for submodules only: on the jitted module itself it was "
-        "silently dropped (the epilogue has no handle on it). `isinstance(n, int)` was False and "
+        "silently dropped (the epilogue has no handle on it), as on any other object (`cfg.seen = x.shape[0]` "
+        "was done once, while tracing, leaving a proxy in `cfg.seen` under symbolic values). `isinstance(n, int)` "
+        "was False and "
         "`str(x.shape[0])` the proxy's description: wrong branches and strings from the first call. A traced "
         "shape is a tuple: `isinstance(x.shape, torch.Size)` was False and `type(x.size())` tuple, under either "
         "cache option; and `torch.Size([x.shape[0], -1])` pinned the size (a compile per length). Dtypes and devices "
@@ -108,7 +111,8 @@ def _lookaside_map(original):
     if isinstance in original:
         lookasides[isinstance] = _python_isinstance(_dtensor_aware_isinstance(original[isinstance]))
     if object.__setattr__ in original:
-        lookasides[object.__setattr__] = _refuse_root_setattr(original[object.__setattr__])
+        lookasides[object.__setattr__] = _refuse_untracked_setattr(original[object.__setattr__])
+    lookasides[setattr] = _refuse_untracked_setattr(original[setattr])  # (STORE_ATTR: `cfg.seen = n`)
     lookasides[_LazyGraphModule.real_recompile] = interpreter_needs_wrap(_LazyGraphModule.real_recompile)
     hop = torch.ops.higher_order.autograd_function_apply
     lookasides[hop] = _autograd_function_apply_without_ctx(original[hop])
@@ -203,11 +207,30 @@ def _input_contiguity(tensor):
     return is_contiguous
 
 
-def _refuse_root_setattr(lookaside):
-    """thunder's epilogue sets attributes of objects reached through the inputs, but not of the jitted function
-    or module itself: such a change would happen once, while tracing. Refuse it, naming the statement."""
+def _refuse_untracked_setattr(lookaside):
+    """thunder's epilogue sets attributes of the submodules reached through the inputs, but not of the jitted
+    function or module itself, nor of any other object it was given: such a change would happen once, while
+    tracing (holding a proxy, for a value computed from the inputs). Refuse it, naming the statement; assigning
+    the value already there (``self.device = x.device``) changes nothing. A tensor assigned is left to thunder
+    (transformers' static cache assigns its tensors again on every call: `self.keys = self.keys.to(device)`)."""
 
-    def object_setattr_lookaside(obj, name, value):
+    def setattr_lookaside(obj, name, value):
+        read = value_guards.current()
+        uobj = unwrap(obj)
+        if (
+            read is not None
+            and obj.provenance.inst is not PseudoInst.INPUT_FN
+            and not isinstance(uobj, (torch.nn.Module, Proxy))
+            and not isinstance(unwrap(value), TensorProxy)  # (thunder's own, as in transformers' caches: see README)
+            and read.reaches(obj.provenance)
+            and not value_guards.same_state(
+                getattr(uobj, "__dict__", {}).get(unwrap(name), value_guards.MISSING),
+                unwrap(value),
+                obj.attribute_wrappers.get(unwrap(name)),
+            )
+        ):
+            statement = f"`{read.path_of(obj.provenance)}.{unwrap(name)} = ...`"
+            return do_raise(value_guards.store_refused(statement, guard_recorder.source_location()))
         if obj.provenance.inst is PseudoInst.INPUT_FN:
             where = guard_recorder.source_location()
             return do_raise(
@@ -219,7 +242,7 @@ def _refuse_root_setattr(lookaside):
             )
         return lookaside(obj, name, value)
 
-    return object_setattr_lookaside
+    return setattr_lookaside
 
 
 def _with_thunder_operators(fns) -> list:
@@ -588,11 +611,12 @@ def _general_jit_callbacks(original):
 
 @patch(
     "thunder.core.jit_ext:JitCtx.proxify",
-    summary="number arguments become guard leaves; module number attributes and str inputs are pinned by value; "
-    "DTensor inputs have their spec checked",
+    summary="number arguments become guard leaves; module number attributes and str inputs are pinned by value "
+    "(a str stays a str to the traced code); DTensor inputs have their spec checked",
     why=(
         "0.2.6 registers number and str inputs under symbolic values without any check, so a float "
-        "reused an int trace and a different str reused a trace branching on the old one; and it checks "
+        "reused an int trace and a different str reused a trace branching on the old one; its str proxy "
+        "failed `int(s)`, `s + '!'`, `s * 2`, `s < 'b'` and made `repr(s)` \"<StringProxy '2'>\"; and it checks "
         "a DTensor input's mesh and placements only under constant values (a wrong result when they change)."
     ),
     upstream=f"{UPSTREAM}, #2779, #2795",
@@ -606,7 +630,7 @@ def _proxify(original):
         ):
             # A number attribute of the module (a layer index, a config value): constant, as
             # torch.compile treats module attributes, and pinned by value in the prologue. So are bools
-            # (`flag is True` needs the real object), int enums and slices: Python looks at what they are.
+            # (`flag is True` needs the real object), int enums, slices and strs: Python looks at what they are.
             with constant_values():
                 return original(self, value)
         p = original(self, value)
@@ -621,19 +645,16 @@ def _proxify(original):
             return p
         if isinstance(p, NumberProxy):
             recorder.add_number_input(p)
-        elif isinstance(p, StringProxy):
-            from thunder import clang
-
-            self.add_constraint((clang.check_string_value, p, p.value))
         return p
 
     return proxify
 
 
 def _looked_at_by_python(value) -> bool:
-    """Bools, int/float subclasses (enums) and slices: Python code tests their identity, type or fields."""
+    """Bools, int/float subclasses (enums), slices and strs: Python code tests their identity, type, fields or
+    text (a str proxy in user code failed `int(s)`, `s + "!"`, `s < "b"` and gave its own `repr`)."""
     numbers = (int, float, complex)
-    return isinstance(value, (bool, slice)) or isinstance(value, numbers) and type(value) not in numbers
+    return isinstance(value, (bool, slice, str)) or isinstance(value, numbers) and type(value) not in numbers
 
 
 def _rooted_in_arguments(provenance) -> bool:

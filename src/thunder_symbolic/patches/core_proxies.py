@@ -248,19 +248,6 @@ for _helper in ("_elementwise_binary_helper", "_elementwise_unary_helper"):
 del _helper
 
 
-@patch(
-    "thunder.core.proxies:StringProxy.__ne__",
-    summary="`!=` on a str input is the negation of `==` (Proxy's __ne__ raises NotImplementedError)",
-    why="transformers compares str arguments with `!=`; under symbolic values str inputs are StringProxies.",
-    upstream="Lightning-AI/lightning-thunder#2795",
-)
-def _string_ne(original):
-    def __ne__(self, other):
-        return not self.__eq__(other)
-
-    return __ne__
-
-
 # --- Number operations 0.2.6 lacks or gets wrong: computed with Python's own semantics ---------------
 
 
