@@ -13,6 +13,7 @@ from thunder.core import compile_data, devices, dtypes
 from thunder.core.interpreter import (
     INTERPRETER_CALLBACKS,
     INTERPRETER_SIGNALS,
+    ProvenanceRecord,
     PseudoInst,
     WrappedValue,
     do_raise,
@@ -134,18 +135,22 @@ def _autograd_function_apply_without_ctx(lookaside):
     The newer form is put in the older one: graphs that accept and drop a ``ctx``, and a mask that keeps
     every argument."""
 
-    def takes_ctx(graph):
+    def takes_ctx(wrapped_graph):
+        """The graph as a function that accepts and drops a ``ctx``. Made here, it has a provenance of its own:
+        with the graph module's, the prologue checked its identity (a new function per trace) on every call."""
+        graph = unwrap(wrapped_graph)
+
         def with_ctx(ctx, *args):
             return graph(*args)
 
-        return with_ctx
+        return wrap(with_ctx, provenance=ProvenanceRecord(PseudoInst.OPAQUE, [wrapped_graph.provenance]))
 
     def autograd_function_apply(fwd, bwd, *fwd_args, **fwd_kwargs):
         if "args_tensor_mask" in fwd_kwargs:
             return lookaside(fwd, bwd, *fwd_args, **fwd_kwargs)
         fwd_kwargs["args_tensor_mask"] = wrap_const([True] * len(fwd_args))
         returns_tuple = _returns_output_tuple(unwrap(fwd))
-        fwd, bwd = (wrap(takes_ctx(unwrap(g)), provenance=g.provenance) for g in (fwd, bwd))
+        fwd, bwd = takes_ctx(fwd), takes_ctx(bwd)
         result = lookaside(fwd, bwd, *fwd_args, **fwd_kwargs)
         if result is INTERPRETER_SIGNALS.EXCEPTION_RAISED or not returns_tuple or isinstance(unwrap(result), tuple):
             return result
