@@ -50,7 +50,7 @@ class Scale(torch.autograd.Function):
         return grad * ctx.scale, None
 
 
-PARAMETERS = "x, k, n, mask, sizes, cfg, dtype, act, s, color"
+PARAMETERS = "x, k, n, mask, sizes, cfg, dtype, act, s, color, tag"
 
 # (plain, instrumented) statement templates; {c} is a small constant.
 STRAIGHT = [
@@ -134,6 +134,8 @@ STRAIGHT = [
     # An attribute found missing (then set), a default argument (then replaced).
     "y = y * getattr(M, 'gain', 1.0) + hasattr(M, 'gain')",
     "y = H(y)",
+    # A str argument, which Python reads as text.
+    "y = y * int(tag) + len(tag + '!') + (tag < '3') + len(repr(tag))",
 ]
 # (statement, what it reads of a symbolic number's value): Python looks at the number (text, an index, a
 # fallback op's fake run, the type of a mixed max), so the value read is pinned and belongs to the path.
@@ -234,7 +236,7 @@ class Extras:
     n: int | None = None
     mask: bool = False  # a (3,) tensor or None
     sizes: tuple[int, ...] | frozenset | range | bytes = (1,)  # Python reads the last three whole
-    sizes_box: str | None = None  # passed in a deque or an OrderedDict (by index), which Python reads natively
+    sizes_box: str | None = None  # in a deque, an OrderedDict (by index) or a named tuple, read natively
     bias: float | None = None
     key: str | None = None  # one more key of cfg: its name prints with quotes or a backslash in the prologue
     dtype: torch.dtype = torch.float32
@@ -245,6 +247,7 @@ class Extras:
     scale: float | None = None
     gain: float | None = None  # M.gain, missing when None
     default: float | None = None  # H's default argument
+    tag: str = "1"
 
     def arguments(self, seed: int) -> tuple:
         mask = torch.randn(3, generator=torch.Generator().manual_seed(seed)) if self.mask else None
@@ -252,7 +255,7 @@ class Extras:
         if self.key is not None:
             cfg[self.key] = 0.0
         sizes = _BOXES[self.sizes_box](self.sizes) if self.sizes_box else self.sizes
-        return (self.n, mask, sizes, cfg, self.dtype, getattr(torch, self.act), self.s, self.color)
+        return (self.n, mask, sizes, cfg, self.dtype, getattr(torch, self.act), self.s, self.color, self.tag)
 
     def set_state(self, namespace) -> None:
         namespace["G"][:] = self.g
@@ -271,10 +274,16 @@ class Extras:
             math.copysign(1.0, self.s), math.isnan(self.s), math.isinf(self.s), self.s, self.color,
             self.g, self.scale,  # (G[0], a float global, is pinned by value)
             self.gain, self.default,  # (floats of a global object or function: pinned by value)
+            self.tag,
         )  # fmt: skip
 
 
-_BOXES = {"deque": collections.deque, "OrderedDict": lambda sizes: collections.OrderedDict(enumerate(sizes))}
+_SIZES_TUPLES = {n: collections.namedtuple(f"Sizes{n}", [f"d{i}" for i in range(n)]) for n in range(1, 4)}
+_BOXES = {
+    "deque": collections.deque,
+    "OrderedDict": lambda sizes: collections.OrderedDict(enumerate(sizes)),
+    "namedtuple": lambda sizes: _SIZES_TUPLES[len(sizes)](*sizes),
+}
 
 
 def _sizes_class(sizes, box: str | None) -> tuple:
@@ -288,7 +297,7 @@ EXTRA_VALUES = {
     "n": st.none() | st.integers(0, 5),
     "mask": st.booleans(),
     "sizes": _SIZES.map(tuple) | _SIZES.map(frozenset) | _SIZES.map(bytes) | st.integers(1, 3).map(range),
-    "sizes_box": st.sampled_from([None, "deque", "OrderedDict"]),
+    "sizes_box": st.sampled_from([None, *_BOXES]),
     "bias": st.none() | st.sampled_from([0.5, -1.0]),
     "key": st.none() | st.sampled_from(["it's", 'say "hi"', "a\\b"]),
     "dtype": st.sampled_from([torch.float32, torch.float64]),
@@ -299,6 +308,7 @@ EXTRA_VALUES = {
     "scale": st.none() | st.sampled_from([1.5, 3.0]),
     "gain": st.none() | st.sampled_from([0.5, 2.0]),
     "default": st.none() | st.sampled_from([-1.0, 3.0]),
+    "tag": st.sampled_from(["1", "2", "10"]),
 }
 
 

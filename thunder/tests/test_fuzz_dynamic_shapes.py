@@ -104,6 +104,18 @@ ATTRIBUTES_AND_DEFAULTS = [
 ]
 
 
+def _str_and_named_tuple() -> Program:
+    """A str argument was a proxy to the traced code (`int(tag)` failed, `repr(tag)` was the proxy's), and a
+    named tuple's items, read natively by `sum`, went unchecked."""
+    statements = ["    y = y * len(sizes) - sum(sizes)", "    y = y * int(tag) + len(tag + '!') + len(repr(tag))"]
+    return Program("\n".join(statements), "\n".join(statements) + SIZE_CLASSES, "y")
+
+
+STRS_AND_NAMED_TUPLES = [
+    Extras(sizes=sizes, sizes_box="namedtuple", tag=tag) for sizes, tag in [((1, 2), "1"), ((1, 3), "1"), ((1, 3), "2")]
+]
+
+
 def size_class(rows: int, cols: int, k: int) -> tuple:
     """What thunder may legitimately specialize on besides control flow: sizes 0/1/2 and k's order to rows."""
     return min(rows, 3), min(cols, 3), min(k, 3), (k > rows) - (k < rows), (k > rows // 2) - (k < rows // 2)
@@ -214,6 +226,7 @@ def check_program(program: Program, arguments, *, grad: bool):
 @example(program=_reduction_over_an_empty_dim(), arguments=[(0, 1, 0, Extras()), (2, 1, 0, Extras())])
 @example(program=_containers_read_whole(), arguments=[(2, 2, 1, extras) for extras in WHOLE_SIZES])
 @example(program=_missing_attribute_and_default(), arguments=[(2, 2, 1, e) for e in ATTRIBUTES_AND_DEFAULTS])
+@example(program=_str_and_named_tuple(), arguments=[(2, 2, 1, e) for e in STRS_AND_NAMED_TUPLES])
 def test_generated_program_matches_eager(program: Program, arguments):
     check_program(program, arguments, grad=False)
 

@@ -40,7 +40,7 @@ import inspect
 import re
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,7 +97,7 @@ def _inst_name(record: ProvenanceRecord) -> str:
     return inst.opname if isinstance(inst, dis.Instruction) else inst.name
 
 
-def describe(record: ProvenanceRecord, skip: frozenset[int] = frozenset()) -> str | None:
+def describe(record: ProvenanceRecord, skip: Container[int] = frozenset()) -> str | None:
     """The Python path of a value read from the inputs (``args[1]``, ``fn.__globals__['G']``, ``module.scale``),
     or None when it was not read that way (computed, or reached through an entry of ``skip``)."""
     if id(record) in skip:
@@ -403,7 +403,7 @@ class ValueGuards:
         found = guard_for(value)
         if found is None:
             return None
-        path = describe(record, frozenset(self.python_modules))
+        path = describe(record, self.python_modules)
         # The roots (args, kwargs, fn) are thunder's to check (it checks their lengths); namespaces (a function's
         # globals, its closure cells, builtins) are steps to the values read from them, not values themselves.
         if path is None or not record.inputs or path in self.seen or path.endswith(_NAMESPACES):
@@ -425,13 +425,13 @@ class ValueGuards:
 
     def path_of(self, record: ProvenanceRecord) -> str:
         """How the user spells the value read through ``record`` (``cfg``, ``self.mlp``, ``args[2]``)."""
-        path = describe(record, frozenset(self.python_modules))
+        path = describe(record, self.python_modules)
         return "object" if path is None else user_path(path, self.fn)
 
     def reaches(self, record: ProvenanceRecord) -> bool:
         """Whether the prologue can read the value read through ``record`` (a path from the inputs that is not
         a library module's attribute)."""
-        return describe(record, frozenset(self.python_modules)) is not None
+        return describe(record, self.python_modules) is not None
 
     def presence(
         self, obj: Any, record: ProvenanceRecord, name: str, answer: bool, where: Callable[[], str]
@@ -441,7 +441,7 @@ class ValueGuards:
         (a tensor proxy's, a Python module's)."""
         if not isinstance(name, str) or name.startswith("__") or isinstance(obj, (Proxy, types.ModuleType)):
             return None  # (Python looks a dunder up on the type: the interpreter's probes for protocols)
-        path = describe(record, frozenset(self.python_modules))
+        path = describe(record, self.python_modules)
         if path is None or path.endswith(_NAMESPACES) or (key := f"{path} has {name}") in self.seen:
             return None
         self.seen.add(key)

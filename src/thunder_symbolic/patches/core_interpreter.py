@@ -170,8 +170,13 @@ def _globals_lookup(original):
 )
 def _setup_frame_and_run_python_function(original):
     def setup_frame_and_run_python_function(compilectx, runtimectx, wrapped_fn, /, *args, **kwargs):
-        read = value_guards.current()
-        if read is not None and compilectx._with_provenance_tracking and read.reaches(wrapped_fn.provenance):
+        read, fn = value_guards.current(), wrapped_fn.value
+        if (
+            read is not None
+            and (fn.__defaults__ or fn.__kwdefaults__)
+            and compilectx._with_provenance_tracking
+            and read.reaches(wrapped_fn.provenance)
+        ):
             args, kwargs = _with_defaults(wrapped_fn, args, kwargs)
         return original(compilectx, runtimectx, wrapped_fn, *args, **kwargs)
 
