@@ -3,8 +3,11 @@
 A program is Python source: a function ``f(x, k, n, mask, sizes, cfg, dtype, act, s, color)`` of a 2-D tensor,
 an int and the Python values a real program depends on (None-or-int, None-or-tensor, a tuple of varying
 length, or a frozenset, a range, bytes, a deque or an OrderedDict, a dict with an optional key and keys named
-with quotes or a backslash, a dtype, a callable, a float among -0.0/NaN/inf, an enum), which also reads a
-global list ``G`` and an attribute ``M.scale`` (None or a float) changed between calls. It applies a list of
+with quotes or a backslash, a dtype, a callable, a float among -0.0/NaN/inf, an enum, a str), which also reads
+state changed between calls: a global list ``G``, attributes of a global object ``M`` (``M.scale``, None or a
+float; ``M.gain`` and ``M.offset``, missing or set, the latter read through ``vars(M)`` and ``M.__dict__``), the
+default argument of a global function ``H``, an attribute of a config module ``C`` (None or a callable) and an
+environment variable. It applies a list of
 statements to ``y`` (always 2-D) and returns tensors, sizes and ints; some statements make Python look at a
 symbolic number (list indices, f-string keys, str, a fallback op, a max of an int and a float,
 isinstance/type) or at a size built from a shape (a torch.Size: its type, numel) or a tensor's dtype and
@@ -25,6 +28,7 @@ import collections
 import dataclasses
 import enum
 import math
+import os
 import types
 from dataclasses import dataclass
 
@@ -51,6 +55,7 @@ class Scale(torch.autograd.Function):
 
 
 PARAMETERS = "x, k, n, mask, sizes, cfg, dtype, act, s, color, tag"
+ENVIRONMENT_VARIABLE = "THUNDER_SYMBOLIC_FUZZ_FACTOR"  # set by Extras.set_state, removed by reset_state
 
 # (plain, instrumented) statement templates; {c} is a small constant.
 STRAIGHT = [
@@ -136,6 +141,10 @@ STRAIGHT = [
     "y = H(y)",
     # A str argument, which Python reads as text.
     "y = y * int(tag) + len(tag + '!') + (tag < '3') + len(repr(tag))",
+    # An object's __dict__ read as a dict, a Python module's attribute, an environment variable.
+    "y = y + vars(M).get('offset', 0.0) + ('offset' in M.__dict__)",
+    "y = y if C.post is None else C.post(y)",
+    f"y = y * float(os.environ.get('{ENVIRONMENT_VARIABLE}', '1'))",
 ]
 # (statement, what it reads of a symbolic number's value): Python looks at the number (text, an index, a
 # fallback op's fake run, the type of a mixed max), so the value read is pinned and belongs to the path.
@@ -175,10 +184,10 @@ class Program:
         return f"{head}\n    y = x\n{body}\n    return {self.returns}\n"
 
     def compile(self, *, instrumented: bool = False):
-        """The function, and its globals (set ``G``, ``M``'s attributes and ``H``'s default there before each
-        call)."""
-        namespace = {"torch": torch, "math": math, "Color": Color, "Scale": Scale}
-        namespace.update(G=[1.0], M=types.SimpleNamespace(scale=None))
+        """The function, and its globals (set ``G``, ``M``'s attributes, ``H``'s default and ``C.post`` there before
+        each call)."""
+        namespace = {"torch": torch, "math": math, "os": os, "Color": Color, "Scale": Scale}
+        namespace.update(G=[1.0], M=types.SimpleNamespace(scale=None), C=types.ModuleType("run_config"))
         exec("def H(t, d=None):\n    return t if d is None else t * d\n", namespace)
         exec(self.source(instrumented=instrumented), namespace)
         return namespace["f"], namespace
@@ -230,8 +239,8 @@ def programs(draw) -> Program:
 
 @dataclass(frozen=True)
 class Extras:
-    """The Python values of one call: arguments after ``k``, the global ``G``, ``M.scale`` and ``M.gain``, and
-    the default argument of the global function ``H``."""
+    """The Python values of one call: arguments after ``k``, the global ``G``, ``M.scale``, ``M.gain`` and
+    ``M.offset``, the default argument of the global function ``H``, ``C.post`` and the environment variable."""
 
     n: int | None = None
     mask: bool = False  # a (3,) tensor or None
@@ -248,6 +257,9 @@ class Extras:
     gain: float | None = None  # M.gain, missing when None
     default: float | None = None  # H's default argument
     tag: str = "1"
+    offset: float | None = None  # M.offset, missing when None
+    post: str | None = None  # C.post: None or a torch function's name
+    factor: str | None = None  # the environment variable, unset when None
 
     def arguments(self, seed: int) -> tuple:
         mask = torch.randn(3, generator=torch.Generator().manual_seed(seed)) if self.mask else None
@@ -265,6 +277,15 @@ class Extras:
         else:
             namespace["M"].gain = self.gain
         namespace["H"].__defaults__ = (self.default,)
+        if self.offset is None:
+            vars(namespace["M"]).pop("offset", None)
+        else:
+            namespace["M"].offset = self.offset
+        namespace["C"].post = None if self.post is None else getattr(torch, self.post)
+        if self.factor is None:
+            os.environ.pop(ENVIRONMENT_VARIABLE, None)
+        else:
+            os.environ[ENVIRONMENT_VARIABLE] = self.factor
 
     def python_class(self) -> tuple:
         """What the prologue checks of these values: distinct classes may need distinct programs."""
@@ -275,7 +296,13 @@ class Extras:
             self.g, self.scale,  # (G[0], a float global, is pinned by value)
             self.gain, self.default,  # (floats of a global object or function: pinned by value)
             self.tag,
+            self.offset, self.post, self.factor,
         )  # fmt: skip
+
+
+def reset_state() -> None:
+    """Undo what :meth:`Extras.set_state` leaves outside a program's namespace: the environment variable."""
+    os.environ.pop(ENVIRONMENT_VARIABLE, None)
 
 
 _SIZES_TUPLES = {n: collections.namedtuple(f"Sizes{n}", [f"d{i}" for i in range(n)]) for n in range(1, 4)}
@@ -309,6 +336,9 @@ EXTRA_VALUES = {
     "gain": st.none() | st.sampled_from([0.5, 2.0]),
     "default": st.none() | st.sampled_from([-1.0, 3.0]),
     "tag": st.sampled_from(["1", "2", "10"]),
+    "offset": st.none() | st.sampled_from([0.5, 1.5]),
+    "post": st.none() | st.sampled_from(["tanh", "sigmoid"]),
+    "factor": st.none() | st.sampled_from(["2", "0.5"]),
 }
 
 

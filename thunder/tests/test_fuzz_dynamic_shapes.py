@@ -20,7 +20,7 @@ import pytest
 import thunder
 import torch
 from hypothesis import HealthCheck, example, given, note, settings
-from program_generator import SIZE_CLASSES, Extras, Program, argument_sets, programs
+from program_generator import SIZE_CLASSES, Extras, Program, argument_sets, programs, reset_state
 
 from thunder_symbolic.testing import assert_same
 
@@ -116,6 +116,23 @@ STRS_AND_NAMED_TUPLES = [
 ]
 
 
+def _dict_module_and_environment() -> Program:
+    """A name asked of ``vars(M)`` / ``M.__dict__``, an attribute of a Python module and an environment variable
+    went unchecked (both caches): the program of the first call was reused after each changed."""
+    statements = [
+        "    y = y + vars(M).get('offset', 0.0) + ('offset' in M.__dict__)",
+        "    y = y if C.post is None else C.post(y)",
+        "    y = y * float(os.environ.get('THUNDER_SYMBOLIC_FUZZ_FACTOR', '1'))",
+    ]
+    return Program("\n".join(statements), "\n".join(statements) + SIZE_CLASSES, "y")
+
+
+NAMESPACES_READ = [
+    Extras(offset=offset, post=post, factor=factor)
+    for offset, post, factor in [(None, None, None), (1.5, None, None), (1.5, "tanh", None), (1.5, "tanh", "2")]
+]
+
+
 def size_class(rows: int, cols: int, k: int) -> tuple:
     """What thunder may legitimately specialize on besides control flow: sizes 0/1/2 and k's order to rows."""
     return min(rows, 3), min(cols, 3), min(k, 3), (k > rows) - (k < rows), (k > rows // 2) - (k < rows // 2)
@@ -159,6 +176,13 @@ def _upstream_raises(fn, x, k, extra, error_type, *, grad: bool, seed: int) -> b
 
 def check_program(program: Program, arguments, *, grad: bool):
     """Every call (outputs, and x's gradient with ``grad``) equals eager's; compiles within the bound."""
+    try:
+        _check_program(program, arguments, grad=grad)
+    finally:
+        reset_state()
+
+
+def _check_program(program: Program, arguments, *, grad: bool):
     note(f"program:\n{program.source()}")
     note(f"arguments (rows, cols, k, extras): {arguments}")
     (fn, namespace), (traced_path, traced_namespace) = program.compile(), program.compile(instrumented=True)
@@ -227,6 +251,7 @@ def check_program(program: Program, arguments, *, grad: bool):
 @example(program=_containers_read_whole(), arguments=[(2, 2, 1, extras) for extras in WHOLE_SIZES])
 @example(program=_missing_attribute_and_default(), arguments=[(2, 2, 1, e) for e in ATTRIBUTES_AND_DEFAULTS])
 @example(program=_str_and_named_tuple(), arguments=[(2, 2, 1, e) for e in STRS_AND_NAMED_TUPLES])
+@example(program=_dict_module_and_environment(), arguments=[(2, 2, 1, e) for e in NAMESPACES_READ])
 def test_generated_program_matches_eager(program: Program, arguments):
     check_program(program, arguments, grad=False)
 

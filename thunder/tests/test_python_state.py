@@ -8,6 +8,7 @@ count, under both cache options: these gaps were thunder 0.2.6's prologue's, sha
 import collections
 import enum
 import math
+import os
 import re
 import types
 import weakref
@@ -665,6 +666,135 @@ def test_a_default_list_appended_to_is_refused(cache):
     with pytest.raises(SideEffectError, match=r"changes f.__defaults__\[0\] \(a list it did not create\) in place"):
         thunder.jit(f, cache=cache)(x())
     assert f.__defaults__ == ([],)
+
+
+# --- An object's __dict__ read as a dict, Python modules' state, environment variables -----------------
+
+
+def _key_or_zero(namespace):
+    try:
+        return namespace["bias"]
+    except KeyError:
+        return 0.0
+
+
+DICT_READS = {
+    "vars(cfg).get": lambda cfg: vars(cfg).get("bias", 0.0),
+    "cfg.__dict__.get": lambda cfg: cfg.__dict__.get("bias", 0.0),
+    "in vars(cfg)": lambda cfg: 2.0 if "bias" in vars(cfg) else 0.0,
+    "KeyError caught": lambda cfg: _key_or_zero(vars(cfg)),
+}
+
+
+@CACHES
+@pytest.mark.parametrize("read", list(DICT_READS))
+def test_object_dict_read_as_a_dict(cache, read):
+    """``vars(cfg)`` / ``cfg.__dict__`` asked for a name it lacked answered for the first call's attributes on every
+    call (0.2.6, both caches): the program traced without ``bias`` was reused once it was set."""
+    cfg, offset = Config(), DICT_READS[read]
+
+    def f(t):
+        return t + offset(cfg)
+
+    jf = thunder.jit(f, cache=cache)
+    for bias in (None, 2.0, 2.0, None):
+        if bias is None:
+            vars(cfg).pop("bias", None)
+        else:
+            cfg.bias = bias
+        torch.testing.assert_close(jf(t := x()), f(t))
+    assert thunder.cache_misses(jf) == 2
+    reasons = [str(reason) for reason in thunder_symbolic.recompile_reasons(jf)]
+    assert "guard type(cfg.__dict__) is dict and list(cfg.__dict__) == [] failed" in reasons[0]
+
+
+@CACHES
+def test_values_read_from_an_objects_dict(cache):
+    """What is read out of ``vars(cfg)`` is checked like the attribute itself (0.2.6 called ``vars`` natively:
+    its items had no provenance)."""
+    cfg = Config()
+    cfg.act = None
+
+    def f(t):
+        act = vars(cfg)["act"]
+        return t if act is None else act(t)
+
+    jf = thunder.jit(f, cache=cache)
+    for act in (None, torch.tanh, torch.relu, None):
+        cfg.act = act
+        torch.testing.assert_close(jf(t := x()), f(t))
+    assert thunder.cache_misses(jf) == 3
+
+
+@CACHES
+def test_vars_behaves_as_eager(cache):
+    def f(t):
+        names = sorted(vars())  # locals
+        return t * len(names)
+
+    torch.testing.assert_close(thunder.jit(f, cache=cache)(t := x()), f(t))
+    with pytest.raises(TypeError, match=r"vars\(\) argument must have __dict__ attribute"):
+        thunder.jit(lambda t: t * len(vars(3)), cache=cache)(x())
+
+
+@CACHES
+def test_python_module_attributes(cache):
+    """Values read from a Python module that is not a library's API (a config module) went unchecked (0.2.6
+    checks only numbers and tensors; thunder_symbolic skipped every module's attributes, as torch.relu's)."""
+    config = types.ModuleType("run_config")
+    config.act, config.names, config.table = None, ["a"], {"k": 1.0}
+    holder = types.SimpleNamespace(config=config)
+
+    def f(t):
+        y = t * len(holder.config.names) * holder.config.table["k"]
+        return y if holder.config.act is None else holder.config.act(y)
+
+    changes = [
+        lambda: None,
+        lambda: setattr(config, "act", torch.tanh),
+        lambda: config.names.append("b"),
+        lambda: config.table.update(k=3.0),
+        lambda: setattr(config, "names", ["c"]),
+        lambda: None,
+    ]
+    jf = thunder.jit(f, cache=cache)
+    for change in changes:
+        change()
+        torch.testing.assert_close(jf(t := x()), f(t))
+    assert thunder.cache_misses(jf) == 5
+
+
+ENVIRONMENT_READS = {
+    "os.environ.get": lambda: os.environ.get("THUNDER_SYMBOLIC_TEST_FLAG", "0"),
+    "os.environ[name]": lambda: os.environ["THUNDER_SYMBOLIC_TEST_FLAG"] if _flag_set() else "0",
+    "os.getenv": lambda: os.getenv("THUNDER_SYMBOLIC_TEST_FLAG") or "0",
+}
+
+
+def _flag_set():
+    return "THUNDER_SYMBOLIC_TEST_FLAG" in os.environ
+
+
+@CACHES
+@pytest.mark.parametrize("read", list(ENVIRONMENT_READS))
+def test_environment_variables(cache, read, monkeypatch):
+    """A program that read an environment variable was reused after it changed (0.2.6, both caches)."""
+    flag = ENVIRONMENT_READS[read]
+
+    def f(t):
+        return t * 2 if flag() == "1" else t + 1
+
+    jf = thunder.jit(f, cache=cache)
+    for value in (None, "1", "1", "0", None):
+        if value is None:
+            monkeypatch.delenv("THUNDER_SYMBOLIC_TEST_FLAG", raising=False)
+        else:
+            monkeypatch.setenv("THUNDER_SYMBOLIC_TEST_FLAG", value)
+        torch.testing.assert_close(jf(t := x()), f(t))
+    assert thunder.cache_misses(jf) == 3  # unset (again: the first program), "1", "0"
+    reasons = [str(reason) for reason in thunder_symbolic.recompile_reasons(jf)]
+    # (os.getenv reads `environ` as a global of the os module: os.__dict__['environ'])
+    assert re.search(r"guard os\.(environ|__dict__\['environ'\]) is still the same environment variables", reasons[0])
 
 
 # --- 0.2.6 without the patch set ----------------------------------------------------------------------

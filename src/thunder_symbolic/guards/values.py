@@ -3,18 +3,20 @@
 thunder's prologue re-checks tensors and numbers, but a value that stays a Python object while tracing
 (``mask is None``, ``x.to(dtype)``, ``act(x)``, ``len(sizes)``, ``"bias" in cfg``) was baked into the
 trace unchecked, in both cache options: the program traced for ``mask=None`` was reused for a mask.
-Each such value read from the call's arguments, the function's globals and closures, or a module's
-attributes is checked here the cheapest way that proves the trace still holds, as torch.compile's
+Each such value read from the call's arguments, the function's globals and closures, a module's
+attributes, or a Python module that is not a library's API (a config module, ``os.environ``) is checked here the cheapest way that proves the trace still holds, as torch.compile's
 guards do:
 
 * identity (``is``) for None, dtypes, layouts, memory formats, enum members, functions, classes;
+* type and keys for an object's ``__dict__`` that the code reads as a dict (``vars(cfg).get("bias")``,
+  ``"bias" in cfg.__dict__``), whose missing names matter as much as its values;
 * whether an object has an attribute, where the trace asked (``hasattr(cfg, "bias")``, ``getattr(self, "scale",
   1.0)`` or ``try: o.k except AttributeError:`` finding none): setting it later must not reuse the program;
 * type and length for tuples and lists, type and keys (in order) for dicts; their items are checked where
   the trace reads them;
 * type and a snapshot of the contents for values Python reads natively (sets, ranges, bytes, deques, dict
-  views and subclasses, numpy arrays and scalars, fractions, decimals); an iterator cannot be checked: the
-  trace is refused with :class:`UncheckableValueError`.
+  views and subclasses, numpy arrays and scalars, fractions, decimals, ``os.environ``); an iterator cannot be
+  checked: the trace is refused with :class:`UncheckableValueError`.
 
 torch's own bookkeeping on modules (hooks, the non-persistent buffer set) is not checked; parameters,
 buffers and submodules are thunder's.
@@ -37,6 +39,7 @@ import enum
 import fractions
 import functools
 import inspect
+import os
 import re
 import sys
 import types
@@ -49,7 +52,7 @@ from thunder.core import devices, dtypes
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.jit_ext import EXT_FLAG_IS_MODULE, EXT_FLAG_IS_TENSOR_PROXY
 from thunder.core.prims import OpTags
-from thunder.core.proxies import Proxy
+from thunder.core.proxies import AnyProxy, Proxy
 from thunder.executors.pythonex import ex as pythonex
 
 from thunder_symbolic.guards.prologue import GuardFailed
@@ -58,6 +61,7 @@ __all__ = [
     "SideEffectError",
     "UncheckableValueError",
     "ValueGuards",
+    "check_namespace_read",
     "check_python_values",
     "describe",
     "guard_for",
@@ -75,8 +79,24 @@ class SideEffectError(NotImplementedError):
 
 
 # Step names a guarded value may be reached through: attributes, items, and these dunder attributes.
-_ALLOWED_DUNDERS = frozenset({"__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__self__", "__func__"})
-_NAMESPACES = (".__globals__", ".__closure__", ".__defaults__", ".__kwdefaults__", "['__builtins__']", "._modules")
+_ALLOWED_DUNDERS = frozenset(
+    {"__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__self__", "__func__", "__dict__"}
+)
+_NAMESPACES = (
+    *(".__globals__", ".__closure__", ".__defaults__", ".__kwdefaults__", ".__dict__", "['__builtins__']"),
+    "._modules",
+)
+# Python modules whose attributes are a library's API (functions, classes, dtypes), which programs do not
+# reassign: reads through them (``torch.relu``, ``F.silu``, ``math.pi``: dozens in a model's code) are not
+# checked. Any other module's attributes are state a program may change between calls (a config module,
+# ``os.environ``) and are checked like globals.
+_LIBRARY_PACKAGES = frozenset(
+    {
+        *("torch", "thunder", "thunder_symbolic", "numpy", "builtins", "math", "cmath", "operator", "functools"),
+        *("itertools", "collections", "typing", "types", "enum", "numbers", "dataclasses", "inspect", "abc"),
+        *("contextlib", "warnings"),
+    }
+)
 # torch's bookkeeping on a module, which is not checked; its submodules (``_modules``) are a step to their
 # attributes (``self.mlp.act is None`` reads ``self._modules['mlp'].act``).
 _MODULE_INTERNALS = frozenset(vars(torch.nn.Module())) - {"training", "_modules"}
@@ -195,6 +215,7 @@ def _same(item: Any, recorded: Any) -> bool:
 
 _NOT_NATIVE = object()
 _NATIVE_CONTAINERS = (collections.deque, array.array, type({}.keys()), type({}.values()), type({}.items()))
+_ENVIRON = type(os.environ)
 
 
 def _frozen(value: Any) -> Any:
@@ -217,6 +238,10 @@ def _frozen(value: Any) -> Any:
         return tuple(value) if all(map(_plain, value)) else _NOT_NATIVE
     if isinstance(value, _NATIVE_CONTAINERS):
         return tuple(value)
+    if kind is _ENVIRON:
+        # `os.environ[name]` reads through a key the code computes (encoded bytes), which no path can name: the
+        # whole environment is compared, as a set of its raw (name, value) pairs.
+        return frozenset(value._data.items())
     return _NOT_NATIVE
 
 
@@ -257,6 +282,8 @@ class Snapshot:
     def __repr__(self) -> str:
         if self.uncheckable:
             return f"a {self.kind.__name__}: an iterator, which a check would consume"
+        if self.kind is _ENVIRON:
+            return "the same environment variables"
         return f"a {self.kind.__name__} equal to {self.contents!r}"
 
 
@@ -398,8 +425,9 @@ class ValueGuards:
         check: finding the source line for every value the interpreter wraps took about a second of a
         model's compile."""
         if isinstance(value, types.ModuleType):
-            self.python_modules[id(record)] = record  # library attributes (torch.relu) are not arguments: not checked
-            return None
+            if _library_module(value):
+                self.python_modules[id(record)] = record  # its attributes are its API (torch.relu): not checked
+            return None  # (a module is the same object wherever it is imported; what is read from it is checked)
         found = guard_for(value)
         if found is None:
             return None
@@ -422,6 +450,21 @@ class ValueGuards:
         if at.startswith("interpreter.py"):
             at = f"argument {shown.partition('[')[0].partition('.')[0]}"
         return kind, id(expected), render(kind, expected, shown), at
+
+    def namespace_keys(self, namespace: dict, record: ProvenanceRecord, where: Callable[[], str]) -> tuple | None:
+        """The check of the names in an object's ``__dict__`` that the code read as a dict (``vars(cfg)``), once per
+        path: asking it for a name it lacks (``.get``, ``in``, a caught KeyError) answers from its keys."""
+        if len(record.inputs) != 2 or record.inputs[0].ext_flag & EXT_FLAG_IS_MODULE:
+            return None  # a module's attributes are thunder's (torch's own __getattr__ reads its __dict__)
+        path = describe(record, self.python_modules)
+        if path is None or (key := f"keys of {path}") in self.seen:
+            return None
+        self.seen.add(key)
+        shown = user_path(path, self.fn)
+        self.watched.append(_Watched(shown, namespace, namespace.copy(), _snapshot(namespace)))
+        expected = (dict, tuple(namespace))
+        _expected[id(expected)] = expected
+        return "keys", id(expected), render("keys", expected, shown), where()
 
     def path_of(self, record: ProvenanceRecord) -> str:
         """How the user spells the value read through ``record`` (``cfg``, ``self.mlp``, ``args[2]``)."""
@@ -591,6 +634,24 @@ def recording_values(fn: Any = None):
         yield guards
     finally:
         _current.reset(token)
+
+
+def _library_module(module: types.ModuleType) -> bool:
+    """Whether ``module`` belongs to a library whose attributes are its API (see _LIBRARY_PACKAGES)."""
+    name = getattr(module, "__name__", None)
+    return isinstance(name, str) and name.partition(".")[0] in _LIBRARY_PACKAGES
+
+
+def check_namespace_read(namespace: Any, where: Callable[[], str]) -> None:
+    """Have the prologue check the keys of ``namespace`` (a wrapped value: the ``__dict__`` the traced code read
+    explicitly, through ``vars(obj)`` or ``obj.__dict__``). Internal attribute lookups read it too, by name: their
+    answers are checked as the attributes they find, or as missing ones (``hasattr``)."""
+    read = current()
+    if read is None or type(namespace.value) is not dict:
+        return
+    found = read.namespace_keys(namespace.value, namespace.provenance, where)
+    if found is not None:
+        read.check(AnyProxy(namespace.value, history=namespace.provenance), found)
 
 
 def input_root(record: ProvenanceRecord) -> bool:

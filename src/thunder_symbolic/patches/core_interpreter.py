@@ -239,12 +239,14 @@ def _wrap_args_from_list(original):
     summary="BINARY_SUBSCR of a tuple or list by an int, or of a dict by a str, calls the interpreter's lookaside "
     "directly instead of interpreting `obj.__getitem__(index)` (same wrapped value and provenance); a slice, "
     "sum or repetition of a size is marked a size (see thunder_symbolic.sizes); assigning or deleting a global "
-    "or a closure variable of a function reached through the inputs is refused with SideEffectError",
+    "or a closure variable of a function reached through the inputs is refused with SideEffectError; an object's "
+    "`__dict__` read in traced code has its keys checked",
     why="One interpreted frame per subscript such as `outputs[0]` (74 in the benchmark's prefill, besides those "
     "of global reads and `*args`). Eager's `x.shape[1:]` and `x.shape[:-1] + (n,)` are torch.Size; traced, they "
     "were tuples to isinstance, type and str. `global LAST; LAST = x.shape[0]` ran once, while tracing (a proxy "
     "left in LAST under symbolic values), and a counter (`calls += 1`) failed its next call with thunder's "
-    "'Expected 1 to be equal to and have the type of 0' (either cache).",
+    "'Expected 1 to be equal to and have the type of 0' (either cache). `cfg.__dict__.get('bias')` and "
+    "`'bias' in cfg.__dict__` answered for the first call's attributes on every call.",
 )
 def _opcode_handlers(original):
     binary_subscr, binary_slice, binary_op = original["BINARY_SUBSCR"], original["BINARY_SLICE"], original["BINARY_OP"]
@@ -269,11 +271,25 @@ def _opcode_handlers(original):
         return _marking_a_size(sized, binary_op(inst, stack=stack, **kwargs), stack)
 
     handlers = {"BINARY_SUBSCR": binary_subscr_handler, "BINARY_SLICE": binary_slice_handler}
+    handlers["LOAD_ATTR"] = _checking_dict_reads(original["LOAD_ATTR"])
     for opname, target in (("GLOBAL", _globals_of), ("DEREF", _cell_of)):
         for verb in ("STORE", "DELETE"):
             name = f"{verb}_{opname}"
             handlers[name] = _refusing_untracked_stores(original[name], target, verb)
     return {**original, **handlers, "BINARY_OP": binary_op_handler}
+
+
+def _checking_dict_reads(handler):
+    """``handler`` of LOAD_ATTR, having the prologue check the keys of an object's ``__dict__`` that traced code
+    reads (thunder's own attribute lookup reads it through getattr, not this opcode)."""
+
+    def load_attr_handler(inst, /, stack, **kwargs):
+        signal = handler(inst, stack=stack, **kwargs)
+        if inst.argval == "__dict__" and signal is None:
+            value_guards.check_namespace_read(stack.getitem_wrapped(-1), guard_recorder.source_location)
+        return signal
+
+    return load_attr_handler
 
 
 def _refusing_untracked_stores(handler, target, verb: str):

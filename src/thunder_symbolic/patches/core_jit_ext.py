@@ -16,6 +16,7 @@ from thunder.core.interpreter import (
     ProvenanceRecord,
     PseudoInst,
     WrappedValue,
+    _interpret_call,
     do_raise,
     get_interpreterruntimectx,
     interpreter_needs_wrap,
@@ -69,7 +70,8 @@ class _LookasideMap(dict):
     "torch.fx generates a lazy graph module's code natively; a custom Function's C apply (torch >= 2.13) "
     "reaches its lookaside, and Dynamo's autograd_function_apply its lookaside in torch >= 2.12's form; a "
     "tensor's methods (x.float()) are bound and called without interpreting thunder's lookup and partial call; "
-    "a symbolic number has its Python type's attributes (n.real symbolic, n.bit_length() of the pinned value)",
+    "a symbolic number has its Python type's attributes (n.real symbolic, n.bit_length() of the pinned value); "
+    "vars(obj) reads obj.__dict__ through the interpreter and has its keys checked",
     why=(
         "Guard recorders run inside NumberProxy methods that traced code reaches; interpreting them would trace "
         "them. 0.2.6's isinstance answers for a DTensor proxy as for a plain tensor, so code that unwraps "
@@ -89,7 +91,8 @@ class _LookasideMap(dict):
         "operator for torch.eye ('not yet supported'). Each tensor method call interpreted thunder's emulation "
         "of attribute lookup, TensorProxy.__getattr__ and a partial's call: about a fifth of a compile of the "
         "inference benchmark's prefill (see thunder_symbolic.tensor_methods). `n.real`, `n.bit_length()` or "
-        "`s.is_integer()` of a symbolic number failed with AttributeError."
+        "`s.is_integer()` of a symbolic number failed with AttributeError. `vars` ran natively: what the code "
+        "read of the dict it returned went unchecked (`vars(cfg).get('bias')` answered for the first call)."
     ),
     upstream=UPSTREAM,
 )
@@ -108,6 +111,7 @@ def _lookaside_map(original):
     lookasides[torch.Size] = sizes.size_lookaside
     lookasides[getattr] = _absence_checked(_tensor_introspection(original[getattr]))
     lookasides[hasattr] = _presence_checked(original[hasattr])
+    lookasides[vars] = _vars_lookaside
     lookasides[functools.partial.__call__] = tensor_methods.call
     if isinstance in original:
         lookasides[isinstance] = _python_isinstance(_dtensor_aware_isinstance(original[isinstance]))
@@ -465,6 +469,23 @@ def _presence_checked(lookaside):
         return result
 
     return hasattr_lookaside
+
+
+def _vars_lookaside(*args):
+    """``vars(obj)``: the object's ``__dict__``, read through the interpreter (0.2.6 called vars natively: what the
+    code then read of the dict had no provenance and went unchecked) and its keys checked; ``vars()`` is
+    ``locals()``."""
+    if not args:
+        return _interpret_call(locals)
+    if len(args) > 1:
+        return do_raise(TypeError(f"vars expected at most 1 argument, got {len(args)}"))
+    namespace = _interpret_call(getattr, args[0], wrap_const("__dict__"))
+    if namespace is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
+        if isinstance(get_interpreterruntimectx().curexc, AttributeError):
+            return do_raise(TypeError("vars() argument must have __dict__ attribute"))
+        return namespace
+    value_guards.check_namespace_read(namespace, guard_recorder.source_location)
+    return namespace
 
 
 def _check_presence(obj, name, answer: bool) -> None:
