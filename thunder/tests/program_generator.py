@@ -6,8 +6,9 @@ length, or a frozenset, a range, bytes, a deque or an OrderedDict, a dict with a
 with quotes or a backslash, a dtype, a callable, a float among -0.0/NaN/inf, an enum, a str), which also reads
 state changed between calls: a global list ``G``, attributes of a global object ``M`` (``M.scale``, None or a
 float; ``M.gain`` and ``M.offset``, missing or set, the latter read through ``vars(M)`` and ``M.__dict__``), the
-default argument of a global function ``H``, an attribute of a config module ``C`` (None or a callable) and an
-environment variable. It applies a list of
+default argument of a global function ``H``, an attribute of a config module ``C`` (None or a callable), an
+environment variable, and a global object ``O`` of one of two classes (``isinstance``, a class attribute read
+through ``type(O)`` and changed). It applies a list of
 statements to ``y`` (always 2-D) and returns tensors, sizes and ints; some statements make Python look at a
 symbolic number (list indices, f-string keys, str, a fallback op, a max of an int and a float,
 isinstance/type) or at a size built from a shape (a torch.Size: its type, numel) or a tensor's dtype and
@@ -39,6 +40,14 @@ from hypothesis import strategies as st
 class Color(enum.Enum):
     RED = 1
     BLUE = 2
+
+
+class Wide:
+    factor = 2.0
+
+
+class Narrow:
+    factor = 0.5  # changed between calls (Extras.narrow_factor)
 
 
 class Scale(torch.autograd.Function):
@@ -145,6 +154,8 @@ STRAIGHT = [
     "y = y + vars(M).get('offset', 0.0) + ('offset' in M.__dict__)",
     "y = y if C.post is None else C.post(y)",
     f"y = y * float(os.environ.get('{ENVIRONMENT_VARIABLE}', '1'))",
+    # An object's type (dispatch on it) and a class attribute read through it.
+    "y = y * 2 if isinstance(O, Wide) else y * type(O).factor",
 ]
 # (statement, what it reads of a symbolic number's value): Python looks at the number (text, an index, a
 # fallback op's fake run, the type of a mixed max), so the value read is pinned and belongs to the path.
@@ -186,7 +197,7 @@ class Program:
     def compile(self, *, instrumented: bool = False):
         """The function, and its globals (set ``G``, ``M``'s attributes, ``H``'s default and ``C.post`` there before
         each call)."""
-        namespace = {"torch": torch, "math": math, "os": os, "Color": Color, "Scale": Scale}
+        namespace = {"torch": torch, "math": math, "os": os, "Color": Color, "Scale": Scale, "Wide": Wide}
         namespace.update(G=[1.0], M=types.SimpleNamespace(scale=None), C=types.ModuleType("run_config"))
         exec("def H(t, d=None):\n    return t if d is None else t * d\n", namespace)
         exec(self.source(instrumented=instrumented), namespace)
@@ -260,6 +271,8 @@ class Extras:
     offset: float | None = None  # M.offset, missing when None
     post: str | None = None  # C.post: None or a torch function's name
     factor: str | None = None  # the environment variable, unset when None
+    object_class: str = "Wide"  # O's class
+    narrow_factor: float = 0.5  # Narrow.factor
 
     def arguments(self, seed: int) -> tuple:
         mask = torch.randn(3, generator=torch.Generator().manual_seed(seed)) if self.mask else None
@@ -286,6 +299,8 @@ class Extras:
             os.environ.pop(ENVIRONMENT_VARIABLE, None)
         else:
             os.environ[ENVIRONMENT_VARIABLE] = self.factor
+        namespace["O"] = Wide() if self.object_class == "Wide" else Narrow()
+        Narrow.factor = self.narrow_factor
 
     def python_class(self) -> tuple:
         """What the prologue checks of these values: distinct classes may need distinct programs."""
@@ -297,12 +312,15 @@ class Extras:
             self.gain, self.default,  # (floats of a global object or function: pinned by value)
             self.tag,
             self.offset, self.post, self.factor,
+            self.object_class, self.narrow_factor,  # (a float of a class: pinned by value)
         )  # fmt: skip
 
 
 def reset_state() -> None:
-    """Undo what :meth:`Extras.set_state` leaves outside a program's namespace: the environment variable."""
+    """Undo what :meth:`Extras.set_state` leaves outside a program's namespace: the environment variable and the
+    class attribute."""
     os.environ.pop(ENVIRONMENT_VARIABLE, None)
+    Narrow.factor = 0.5
 
 
 _SIZES_TUPLES = {n: collections.namedtuple(f"Sizes{n}", [f"d{i}" for i in range(n)]) for n in range(1, 4)}
@@ -339,6 +357,8 @@ EXTRA_VALUES = {
     "offset": st.none() | st.sampled_from([0.5, 1.5]),
     "post": st.none() | st.sampled_from(["tanh", "sigmoid"]),
     "factor": st.none() | st.sampled_from(["2", "0.5"]),
+    "object_class": st.sampled_from(["Wide", "Narrow"]),
+    "narrow_factor": st.sampled_from([0.5, 3.0]),
 }
 
 

@@ -117,19 +117,28 @@ STRS_AND_NAMED_TUPLES = [
 
 
 def _dict_module_and_environment() -> Program:
-    """A name asked of ``vars(M)`` / ``M.__dict__``, an attribute of a Python module and an environment variable
-    went unchecked (both caches): the program of the first call was reused after each changed."""
+    """A name asked of ``vars(M)`` / ``M.__dict__``, an attribute of a Python module, an environment variable, an
+    object's type and a class attribute read through ``type(O)`` went unchecked (both caches): the program of the
+    first call was reused after each changed."""
     statements = [
         "    y = y + vars(M).get('offset', 0.0) + ('offset' in M.__dict__)",
         "    y = y if C.post is None else C.post(y)",
         "    y = y * float(os.environ.get('THUNDER_SYMBOLIC_FUZZ_FACTOR', '1'))",
+        "    y = y * 2 if isinstance(O, Wide) else y * type(O).factor",
     ]
     return Program("\n".join(statements), "\n".join(statements) + SIZE_CLASSES, "y")
 
 
 NAMESPACES_READ = [
-    Extras(offset=offset, post=post, factor=factor)
-    for offset, post, factor in [(None, None, None), (1.5, None, None), (1.5, "tanh", None), (1.5, "tanh", "2")]
+    Extras(offset=offset, post=post, factor=factor, object_class=cls, narrow_factor=narrow)
+    for offset, post, factor, cls, narrow in [
+        (None, None, None, "Wide", 0.5),
+        (1.5, None, None, "Wide", 0.5),
+        (1.5, "tanh", None, "Wide", 0.5),
+        (1.5, "tanh", "2", "Wide", 0.5),
+        (1.5, "tanh", "2", "Narrow", 0.5),
+        (1.5, "tanh", "2", "Narrow", 3.0),
+    ]
 ]
 
 

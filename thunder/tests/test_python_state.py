@@ -9,6 +9,7 @@ import collections
 import enum
 import math
 import os
+import random
 import re
 import types
 import weakref
@@ -795,6 +796,96 @@ def test_environment_variables(cache, read, monkeypatch):
     reasons = [str(reason) for reason in thunder_symbolic.recompile_reasons(jf)]
     # (os.getenv reads `environ` as a global of the os module: os.__dict__['environ'])
     assert re.search(r"guard os\.(environ|__dict__\['environ'\]) is still the same environment variables", reasons[0])
+
+
+# --- Types of objects, class attributes, Python random draws -------------------------------------------
+
+
+class Plain:
+    post = None
+
+
+class Other:
+    post = None
+
+
+TYPE_READS = {
+    "isinstance": lambda o: isinstance(o, Plain),
+    "type(o) is": lambda o: type(o) is Plain,
+    "type(o).__name__": lambda o: type(o).__name__ == "Plain",
+}
+
+
+@CACHES
+@pytest.mark.parametrize("read", list(TYPE_READS))
+def test_object_type_checked(cache, read):
+    """The type of an object argument went unchecked (0.2.6, both caches): the program traced for a ``Plain`` was
+    reused for an ``Other`` (``isinstance(cache, StaticCache)``-style dispatch)."""
+    is_plain = TYPE_READS[read]
+
+    def f(t, o):
+        return t * 2 if is_plain(o) else t + 1
+
+    jf = thunder.jit(f, cache=cache)
+    for o in (Plain(), Other(), Plain(), Other()):
+        torch.testing.assert_close(jf(t := x(), o), f(t, o))
+    assert thunder.cache_misses(jf) == 2
+    reason = str(thunder_symbolic.recompile_reasons(jf)[0])
+    if read == "type(o).__name__":  # (the name, a str, is checked first: where it is read)
+        assert "Expected 'Other' to be equal to 'Plain'" in reason
+    else:
+        assert "guard type(o) is test_python_state.Plain failed (recorded at argument o)" in reason
+
+
+@CACHES
+def test_class_attribute_read_through_type(cache):
+    """``type(o).post`` read the class outside the checked paths (0.2.6 called ``type`` natively)."""
+
+    def f(t, o):
+        return t + 1 if type(o).post is None else type(o).post(t)
+
+    jf = thunder.jit(f, cache=cache)
+    o = Plain()
+    try:
+        for post in (None, torch.tanh, None):
+            Plain.post = post
+            torch.testing.assert_close(jf(t := x(), o), f(t, o))
+    finally:
+        Plain.post = None
+    assert thunder.cache_misses(jf) == 2
+
+
+RANDOM_DRAWS = {
+    "random.random()": lambda: random.random(),
+    "random.randint": lambda: random.randint(0, 3),
+    "random.choice": lambda: random.choice([0.5, 2.0]),
+    "a Random's uniform": lambda: random.Random(0).uniform(0, 1),
+}
+
+
+@CACHES
+@pytest.mark.parametrize("draw", list(RANDOM_DRAWS))
+def test_python_random_draws_are_refused(cache, draw):
+    """A draw from Python's random module was made once, while tracing, and returned on every call (0.2.6, both
+    caches): stochastic depth (`if random.random() < p: skip the layer`) skipped the same layers forever."""
+    drawn = RANDOM_DRAWS[draw]
+
+    def f(t):
+        return t * drawn()
+
+    with pytest.raises(SideEffectError, match=r"draws from a Python random number generator"):
+        thunder.jit(f, cache=cache)(x())
+
+
+@CACHES
+def test_numpy_random_draws_are_refused(cache):
+    numpy = pytest.importorskip("numpy")
+
+    def f(t):
+        return t * float(numpy.random.rand())
+
+    with pytest.raises(SideEffectError, match=r"RandomState.rand\(\) at .* draws from a Python random number"):
+        thunder.jit(f, cache=cache)(x())
 
 
 # --- 0.2.6 without the patch set ----------------------------------------------------------------------

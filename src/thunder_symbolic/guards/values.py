@@ -4,10 +4,11 @@ thunder's prologue re-checks tensors and numbers, but a value that stays a Pytho
 (``mask is None``, ``x.to(dtype)``, ``act(x)``, ``len(sizes)``, ``"bias" in cfg``) was baked into the
 trace unchecked, in both cache options: the program traced for ``mask=None`` was reused for a mask.
 Each such value read from the call's arguments, the function's globals and closures, a module's
-attributes, or a Python module that is not a library's API (a config module, ``os.environ``) is checked here the cheapest way that proves the trace still holds, as torch.compile's
-guards do:
+attributes, or a Python module that is not a library's API (a config module, ``os.environ``) is checked
+here the cheapest way that proves the trace still holds, as torch.compile's guards do:
 
 * identity (``is``) for None, dtypes, layouts, memory formats, enum members, functions, classes;
+* type for instances of classes defined in Python (``isinstance(cache, StaticCache)``);
 * type and keys for an object's ``__dict__`` that the code reads as a dict (``vars(cfg).get("bias")``,
   ``"bias" in cfg.__dict__``), whose missing names matter as much as its values;
 * whether an object has an attribute, where the trace asked (``hasattr(cfg, "bias")``, ``getattr(self, "scale",
@@ -29,6 +30,7 @@ object is restored.
 
 from __future__ import annotations
 
+import _random
 import array
 import collections
 import contextlib
@@ -64,7 +66,9 @@ __all__ = [
     "check_namespace_read",
     "check_python_values",
     "describe",
+    "draws_random",
     "guard_for",
+    "random_draw_refused",
     "recording_values",
 ]
 
@@ -80,7 +84,7 @@ class SideEffectError(NotImplementedError):
 
 # Step names a guarded value may be reached through: attributes, items, and these dunder attributes.
 _ALLOWED_DUNDERS = frozenset(
-    {"__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__self__", "__func__", "__dict__"}
+    {"__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__self__", "__func__", "__dict__", "__class__"}
 )
 _NAMESPACES = (
     *(".__globals__", ".__closure__", ".__defaults__", ".__kwdefaults__", ".__dict__", "['__builtins__']"),
@@ -176,7 +180,14 @@ def guard_for(value: Any) -> tuple[str, Any] | None:
         return "snapshot", snapshot
     if isinstance(value, tuple) and not isinstance(value, torch.Size):  # a named tuple holding tensors or objects
         return "len", (type(value), len(value))
+    if type(value).__flags__ & _HEAP_TYPE and not isinstance(value, (Proxy, torch.Size)):
+        # An instance of a class defined in Python (a config, a cache): code dispatches on its type
+        # (`isinstance(cache, StaticCache)`), which its attributes, checked where they are read, do not show.
+        return "type", type(value)
     return None
+
+
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (not a builtin type)
 
 
 # Expected objects by id: the prologue passes the id (an int prints in any trace; a function, an enum
@@ -299,6 +310,7 @@ _FAILS = {
     "snapshot": "not {e}.matches({o})",
     "contiguous": "{o}.is_contiguous(memory_format={e}[0]) is not {e}[1]",
     "hasattr": "hasattr({o}, {e}[0]) is not {e}[1]",
+    "type": "type({o}) is not {e}",
 }
 
 
@@ -346,6 +358,8 @@ def render(kind: str, expected: Any, path: str) -> str:
     """The check as Python a user would write, for the prologue trace and ``recompile_reasons``."""
     if kind in ("is", "=="):
         return f"{path} {kind} {_name_of(expected)}"
+    if kind == "type":
+        return f"type({path}) is {_name_of(expected)}"
     if kind == "contiguous":
         return f"{path}.is_contiguous(memory_format={expected[0]}) is {expected[1]}"
     if kind == "len":
@@ -436,6 +450,8 @@ class ValueGuards:
         # globals, its closure cells, builtins) are steps to the values read from them, not values themselves.
         if path is None or not record.inputs or path in self.seen or path.endswith(_NAMESPACES):
             return None
+        if path.endswith(".__class__") and path[: -len(".__class__")] in self.seen:
+            return None  # (the object's own check proves its type: `type(o)`, read after `o`, needs none)
         self.seen.add(path)
         shown = user_path(path, self.fn)
         if isinstance(found[1], Snapshot) and found[1].uncheckable:
@@ -582,6 +598,41 @@ def store_refused(statement: str, where: str) -> SideEffectError:
     )
 
 
+def _generator_class(fn: Any) -> type | None:
+    """The random number generator class whose compiled method ``fn`` is (the interpreter calls ``random.random``,
+    a C method bound to the module's generator, as ``_random.Random.random`` of it, and numpy's Cython methods
+    unbound), or None."""
+    owner = getattr(fn, "__objclass__", None)
+    if owner is None and type(fn).__name__ == "cython_function_or_method":
+        owner = getattr(sys.modules.get(fn.__module__), fn.__qualname__.rpartition(".")[0], None)
+    elif owner is None:
+        owner = type(getattr(fn, "__self__", None))
+    numpy = sys.modules.get("numpy")
+    generators = (_random.Random, numpy.random.RandomState, numpy.random.Generator) if numpy else (_random.Random,)
+    return owner if isinstance(owner, type) and issubclass(owner, generators) else None
+
+
+def draws_random(fn: Any) -> bool:
+    """Whether calling ``fn`` draws from a Python random number generator (``random.random``, every method of a
+    ``random.Random`` draws through one, numpy's ``np.random.rand``, a ``Generator``'s): a new result each call."""
+    compiled = isinstance(fn, (types.BuiltinMethodType, _METHOD_DESCRIPTOR))
+    return (compiled or type(fn).__name__ == "cython_function_or_method") and _generator_class(fn) is not None
+
+
+_METHOD_DESCRIPTOR = type(str.join)
+
+
+def random_draw_refused(fn: Any, where: str) -> SideEffectError:
+    """The error for traced code that draws from a Python random number generator: thunder calls it once, while
+    tracing, and the compiled program returns that draw on every call (and leaves the generator's state alone)."""
+    name = f"{_generator_class(fn).__name__}.{fn.__name__}"
+    return SideEffectError(
+        f"{name}() at {where} draws from a Python random number generator; the compiled program would repeat this "
+        "call's draw on every later call (eager Python draws anew), so thunder.jit refuses to compile it. Draw "
+        "with torch inside the function (torch.rand, torch.randint), or pass the drawn value as an argument."
+    )
+
+
 _current: contextvars.ContextVar[ValueGuards | None] = contextvars.ContextVar("thunder_symbolic_values", default=None)
 
 
@@ -591,7 +642,15 @@ def current() -> ValueGuards | None:
 
 def user_path(path: str, fn: Any) -> str:
     """``path`` in the traced function's terms: its parameter names, global names, closure variable names,
-    and ``self`` for a module (``args[1]`` -> ``mask``, ``fn.__globals__['G']`` -> ``G``)."""
+    and ``self`` for a module (``args[1]`` -> ``mask``, ``fn.__globals__['G']`` -> ``G``); a class read as the
+    code spells it (``o.__class__.post`` -> ``type(o).post``)."""
+    named = _named_path(path, fn)
+    while (at := named.find(".__class__")) >= 0:
+        named = f"type({named[:at]}){named[at + len('.__class__') :]}"
+    return named
+
+
+def _named_path(path: str, fn: Any) -> str:
     path = re.sub(r"\._modules\['([^']*)'\]", _submodule_step, path)
     head, rest = re.match(
         r"(args\[\d+\]|kwargs\['[^']*'\]|fn\.__globals__\['[^']*'\]|"

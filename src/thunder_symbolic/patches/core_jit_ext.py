@@ -46,7 +46,8 @@ UPSTREAM = "Lightning-AI/lightning-thunder#463"
 
 class _LookasideMap(dict):
     """thunder's general-jit lookaside table, extended by the functions marked :func:`thunder_symbolic.opaque.opaque`
-    and by torch's builtin ``Function.apply`` (torch >= 2.13; see :mod:`thunder_symbolic.autograd_apply`)."""
+    and by torch's builtin ``Function.apply`` (torch >= 2.13; see :mod:`thunder_symbolic.autograd_apply`); a draw
+    from a Python random number generator is refused (see value_guards.random_draw_refused)."""
 
     def get(self, fn, default=None):
         found = dict.get(self, fn, None)
@@ -54,7 +55,13 @@ class _LookasideMap(dict):
             return interpreter_needs_wrap(fn)
         if found is None and (owner := builtin_apply_owner(fn)) is not None:
             return partial(dict.__getitem__(self, BUILTIN_APPLY_KEY), wrap_const(owner))
+        if found is None and value_guards.draws_random(fn):
+            return partial(_refuse_random_draw, fn)
         return default if found is None else found
+
+
+def _refuse_random_draw(fn, *args, **kwargs):
+    return do_raise(value_guards.random_draw_refused(fn, guard_recorder.source_location()))
 
 
 @patch(
@@ -71,7 +78,9 @@ class _LookasideMap(dict):
     "reaches its lookaside, and Dynamo's autograd_function_apply its lookaside in torch >= 2.12's form; a "
     "tensor's methods (x.float()) are bound and called without interpreting thunder's lookup and partial call; "
     "a symbolic number has its Python type's attributes (n.real symbolic, n.bit_length() of the pinned value); "
-    "vars(obj) reads obj.__dict__ through the interpreter and has its keys checked",
+    "vars(obj) reads obj.__dict__ through the interpreter and has its keys checked; type(obj) reads "
+    "obj.__class__ (what is read of the class is checked); a draw from a Python random number generator is "
+    "refused with SideEffectError",
     why=(
         "Guard recorders run inside NumberProxy methods that traced code reaches; interpreting them would trace "
         "them. 0.2.6's isinstance answers for a DTensor proxy as for a plain tensor, so code that unwraps "
@@ -92,7 +101,8 @@ class _LookasideMap(dict):
         "of attribute lookup, TensorProxy.__getattr__ and a partial's call: about a fifth of a compile of the "
         "inference benchmark's prefill (see thunder_symbolic.tensor_methods). `n.real`, `n.bit_length()` or "
         "`s.is_integer()` of a symbolic number failed with AttributeError. `vars` ran natively: what the code "
-        "read of the dict it returned went unchecked (`vars(cfg).get('bias')` answered for the first call)."
+        "read of the dict it returned went unchecked (`vars(cfg).get('bias')` answered for the first call), as "
+        "did `type(o).scale`; `random.random()` was drawn once, while tracing, and returned on every call."
     ),
     upstream=UPSTREAM,
 )
@@ -531,9 +541,16 @@ _wrapped_python_type = interpreter_needs_wrap(_python_type)
 
 
 def _type_lookaside(*args, **kwargs):
-    """``type(x)`` as eager Python answers it: a number's Python type, and ``torch.Size`` for a size."""
+    """``type(x)`` as eager Python answers it: a number's Python type, and ``torch.Size`` for a size. An object's
+    type is read as ``x.__class__``: what the code reads of it (``type(self).scale``) is checked like any value."""
     if len(args) == 1 and not kwargs and sizes.is_size(args[0]) and guard_recorder.user_code_is_calling():
         return wrap_const(torch.Size)
+    if len(args) == 1 and not kwargs and isinstance(args[0], WrappedValue):
+        obj = args[0].value
+        if not isinstance(obj, (Proxy, dtypes.dtype, devices.Device)):
+            # (a new wrapper: `wrap` would return the one of an earlier read of the class, of another provenance)
+            read_as = ProvenanceRecord(PseudoInst.LOAD_ATTR, [args[0].provenance, wrap_const("__class__").provenance])
+            return WrappedValue(type(obj), provenance=read_as)
     return _wrapped_python_type(*args, **kwargs)
 
 
@@ -601,12 +618,13 @@ def _thunder_general_jit(original):
 
 @patch(
     "thunder.core.jit_ext:general_jit_callbacks",
-    summary="every None, dtype, callable, enum or container read from the arguments, globals, closures or module "
-    "attributes gets a prologue check (identity; type and length; dict keys)",
+    summary="every None, dtype, callable, enum, container or object read from the arguments, globals, closures, "
+    "module attributes or Python modules holding state gets a prologue check (identity; type and length; dict "
+    "keys; an object's type)",
     why=(
         "0.2.6 checks only tensors and numbers: a program traced with `mask=None`, `dtype=torch.float64`, "
-        "`act=torch.relu`, a tuple of 2 sizes or a dict without a 'bias' key was reused when they changed "
-        "(both cache options): silently wrong results."
+        "`act=torch.relu`, a tuple of 2 sizes, a dict without a 'bias' key or an object of another class was "
+        "reused when they changed (both cache options): silently wrong results."
     ),
     upstream="Lightning-AI/lightning-thunder#2779",
 )
