@@ -855,6 +855,36 @@ def test_class_attribute_read_through_type(cache):
     assert thunder.cache_misses(jf) == 2
 
 
+@CACHES
+@torch.no_grad()
+def test_gradient_present_or_missing(cache):
+    """An input tensor without a ``.grad`` was None to the trace, unchecked (0.2.6, both caches): a step traced
+    before any backward skipped the parameter forever (``if p.grad is None: continue``)."""
+
+    def sgd_step(params, lr):
+        for p in params:
+            if p.grad is None:
+                continue
+            p.sub_(p.grad * lr)
+        return params[0] * 1
+
+    def parameters(grads):
+        made = [torch.ones(3, requires_grad=True) for _ in grads]
+        for p, g in zip(made, grads):
+            p.grad = g
+        return made
+
+    jf = thunder.jit(sgd_step, cache=cache)
+    for grads in ([None, None], [torch.full((3,), 2.0), None], [None, torch.ones(3)], [None, None]):
+        eager, jitted = parameters(grads), parameters(grads)
+        torch.testing.assert_close(jf(jitted, 0.5), sgd_step(eager, 0.5))
+        for a, b in zip(jitted, eager):
+            torch.testing.assert_close(a, b)
+    assert thunder.cache_misses(jf) == 3
+    reasons = [str(reason) for reason in thunder_symbolic.recompile_reasons(jf)]
+    assert "guard params[0].grad is None failed" in reasons[0]
+
+
 RANDOM_DRAWS = {
     "random.random()": lambda: random.random(),
     "random.randint": lambda: random.randint(0, 3),

@@ -311,6 +311,7 @@ _FAILS = {
     "contiguous": "{o}.is_contiguous(memory_format={e}[0]) is not {e}[1]",
     "hasattr": "hasattr({o}, {e}[0]) is not {e}[1]",
     "type": "type({o}) is not {e}",
+    "no grad": "{o}.grad is not None",
 }
 
 
@@ -360,6 +361,8 @@ def render(kind: str, expected: Any, path: str) -> str:
         return f"{path} {kind} {_name_of(expected)}"
     if kind == "type":
         return f"type({path}) is {_name_of(expected)}"
+    if kind == "no grad":
+        return f"{path}.grad is None"
     if kind == "contiguous":
         return f"{path}.is_contiguous(memory_format={expected[0]}) is {expected[1]}"
     if kind == "len":
@@ -525,6 +528,16 @@ class ValueGuards:
         path = describe(record)
         shown = "tensor" if path is None else user_path(path, self.fn)
         return "contiguous", id(expected), render("contiguous", expected, shown), where
+
+    def grad_absent(self, record: ProvenanceRecord, where: str) -> tuple | None:
+        """The check that an input tensor still has no ``.grad`` (thunder unpacks a gradient the tensor has, and
+        checks it as a tensor; one it lacked was None to the trace, unchecked), once per tensor."""
+        path = describe(record)
+        if path is None or (key := f"{path} has no grad") in self.seen:
+            return None
+        self.seen.add(key)
+        _expected[id(None)] = None
+        return "no grad", id(None), render("no grad", None, user_path(path, self.fn)), where
 
     def note_call(self, fn: Any, args: tuple, where: Callable[[], str]) -> None:
         """Remember where traced code calls a mutating method of a watched container (to name the statement)."""

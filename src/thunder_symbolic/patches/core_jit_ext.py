@@ -9,6 +9,7 @@ from functools import partial
 from typing import Any
 
 import torch
+from thunder import clang
 from thunder.core import compile_data, devices, dtypes
 from thunder.core.interpreter import (
     INTERPRETER_CALLBACKS,
@@ -418,13 +419,15 @@ def _as_torch(value):
 
 def _tensor_introspection(lookaside):
     """``x.shape.numel()`` and ``x.size().numel()`` (traced code sees a size as a tuple, which has no ``numel``),
-    ``x.is_contiguous()`` of input tensors, ``x.shape`` marked a size, and in user code ``x.dtype`` as torch's
-    dtype."""
+    ``x.is_contiguous()`` of input tensors, ``x.grad`` of input tensors without one (checked still None),
+    ``x.shape`` marked a size, and in user code ``x.dtype`` as torch's dtype."""
 
     def getattr_lookaside(obj, name, *default):
         value = unwrap(obj)
         if unwrap(name) == "is_contiguous" and isinstance(value, TensorProxy) and value_guards.current():
             return wrap_const(_input_contiguity(obj))
+        if unwrap(name) == "grad" and isinstance(value, TensorProxy):
+            _check_grad(obj)
         if isinstance(value, NumberProxy) and _python_number_attribute(value, unwrap(name)):
             return _number_attribute(obj, unwrap(name))
         if unwrap(name) == "dtype" and isinstance(value, TensorProxy) and guard_recorder.user_code_is_calling():
@@ -442,6 +445,21 @@ def _tensor_introspection(lookaside):
         return result
 
     return getattr_lookaside
+
+
+def _check_grad(tensor: WrappedValue) -> None:
+    """An input tensor's ``.grad`` read by the code: None (``if p.grad is None: continue``) is checked to stay None;
+    a gradient is checked as a tensor (0.2.6 unpacks it without a check under constant values: a program traced
+    with a gradient ran with None)."""
+    grad = tensor.value.grad
+    if isinstance(grad, TensorProxy):
+        get_jit_ctx().add_constraint((clang.check_tensor_shape_and_metadata, grad))
+        return
+    read = value_guards.current()
+    if read is not None and isinstance(tensor.original_value, torch.Tensor) and tensor.original_value.grad is None:
+        found = read.grad_absent(tensor.provenance, guard_recorder.source_location())
+        if found is not None:
+            read.check(tensor.value, found)
 
 
 _ABSENT = object()
