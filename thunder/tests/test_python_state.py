@@ -885,6 +885,34 @@ def test_gradient_present_or_missing(cache):
     assert "guard params[0].grad is None failed" in reasons[0]
 
 
+TENSOR_CLASS_READS = {
+    "isinstance(w, nn.Parameter)": lambda w: isinstance(w, nn.Parameter),
+    "type(w) is torch.Tensor": lambda w: type(w) is not torch.Tensor,
+    "type(w).__name__": lambda w: type(w).__name__ == "Parameter",
+}
+
+
+@CACHES
+@pytest.mark.parametrize("read", list(TENSOR_CLASS_READS))
+@torch.no_grad()
+def test_tensor_class_checked(cache, read):
+    """A tensor argument's class went unchecked (0.2.6, both caches): the program traced for a Parameter was
+    reused for a plain tensor. A tensor the program computes is a plain ``torch.Tensor``, as in eager."""
+    is_parameter = TENSOR_CLASS_READS[read]
+
+    def f(t, w):
+        y = t * 2 if is_parameter(w) else t + 1
+        return y * (type(y) is torch.Tensor) * (not isinstance(y, nn.Parameter))
+
+    jf = thunder.jit(f, cache=cache)
+    parameter = nn.Parameter(torch.ones(4), requires_grad=False)  # (else requires_grad tells them apart)
+    for w in (parameter, torch.ones(4), parameter):
+        torch.testing.assert_close(jf(t := x(), w), f(t, w))
+    assert thunder.cache_misses(jf) == 2
+    reasons = [str(reason) for reason in thunder_symbolic.recompile_reasons(jf)]
+    assert "guard type(w) is torch.nn.parameter.Parameter failed" in reasons[0]
+
+
 RANDOM_DRAWS = {
     "random.random()": lambda: random.random(),
     "random.randint": lambda: random.randint(0, 3),

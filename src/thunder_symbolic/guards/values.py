@@ -529,6 +529,16 @@ class ValueGuards:
         shown = "tensor" if path is None else user_path(path, self.fn)
         return "contiguous", id(expected), render("contiguous", expected, shown), where
 
+    def tensor_class(self, record: ProvenanceRecord, cls: type, where: str) -> tuple | None:
+        """The check that an input tensor is still of class ``cls`` (``isinstance(w, nn.Parameter)``, ``type(w)``:
+        thunder checks a tensor's metadata, not its class), once per tensor."""
+        path = describe(record)
+        if path is None or (key := f"class of {path}") in self.seen:
+            return None
+        self.seen.add(key)
+        _expected[id(cls)] = cls
+        return "type", id(cls), render("type", cls, user_path(path, self.fn)), where
+
     def grad_absent(self, record: ProvenanceRecord, where: str) -> tuple | None:
         """The check that an input tensor still has no ``.grad`` (thunder unpacks a gradient the tensor has, and
         checks it as a tensor; one it lacked was None to the trace, unchecked), once per tensor."""

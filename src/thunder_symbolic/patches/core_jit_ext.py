@@ -125,7 +125,8 @@ def _lookaside_map(original):
     lookasides[vars] = _vars_lookaside
     lookasides[functools.partial.__call__] = tensor_methods.call
     if isinstance in original:
-        lookasides[isinstance] = _python_isinstance(_dtensor_aware_isinstance(original[isinstance]))
+        answering = _tensor_class_checked(_dtensor_aware_isinstance(original[isinstance]))
+        lookasides[isinstance] = _python_isinstance(answering)
     if object.__setattr__ in original:
         lookasides[object.__setattr__] = _refuse_untracked_setattr(original[object.__setattr__])
     lookasides[setattr] = _refuse_untracked_setattr(original[setattr])  # (STORE_ATTR: `cfg.seen = n`)
@@ -362,6 +363,44 @@ def _dtensor_aware_isinstance(lookaside):
     return isinstance_lookaside
 
 
+def _tensor_class_checked(lookaside):
+    """``isinstance`` of an input tensor answers for its class (``isinstance(w, nn.Parameter)``), which the prologue
+    checks; a tensor the program computes is a plain ``torch.Tensor``. (``isinstance(x, torch.Tensor)``, true of
+    every tensor, needs no check.)"""
+
+    def isinstance_lookaside(obj, cls):
+        result = lookaside(obj, cls)
+        if not isinstance(result, WrappedValue) or not isinstance(unwrap(obj), TensorProxy):
+            return result
+        real, ucls = _eager_tensor(obj), unwrap(cls)
+        answer = isinstance(real, ucls) if isinstance(real, torch.Tensor) else issubclass(real, ucls)
+        if ucls is not torch.Tensor:
+            _check_tensor_class(obj)
+        return result if answer is result.value else wrap(answer, provenance=result.provenance)
+
+    return isinstance_lookaside
+
+
+def _eager_tensor(tensor: WrappedValue):
+    """The input tensor a proxy stands for, or the class eager gives a computed one (DTensor's for a DTensor)."""
+    if isinstance(tensor.original_value, torch.Tensor):
+        return tensor.original_value
+    if is_dtensor_proxy(tensor.value):
+        from torch.distributed.tensor import DTensor
+
+        return DTensor
+    return torch.Tensor
+
+
+def _check_tensor_class(tensor: WrappedValue) -> None:
+    read = value_guards.current()
+    if read is not None and isinstance(tensor.original_value, torch.Tensor):
+        where = guard_recorder.source_location()
+        found = read.tensor_class(tensor.provenance, type(tensor.original_value), where)
+        if found is not None:
+            read.check(tensor.value, found)
+
+
 def _min_max_of_two_numbers(builtin, op, *args, **kwargs):
     """``min(a, b)``/``max(a, b)`` of numbers stays symbolic (``min(k, 3)``, not a guard on ``k < 3``).
 
@@ -559,12 +598,19 @@ _wrapped_python_type = interpreter_needs_wrap(_python_type)
 
 
 def _type_lookaside(*args, **kwargs):
-    """``type(x)`` as eager Python answers it: a number's Python type, and ``torch.Size`` for a size. An object's
-    type is read as ``x.__class__``: what the code reads of it (``type(self).scale``) is checked like any value."""
+    """``type(x)`` as eager Python answers it: a number's Python type, ``torch.Size`` for a size, and a tensor's
+    class (an input's, checked; ``torch.Tensor`` for one the program computes). An object's type is read as
+    ``x.__class__``: what the code reads of it (``type(self).scale``) is checked like any value."""
     if len(args) == 1 and not kwargs and sizes.is_size(args[0]) and guard_recorder.user_code_is_calling():
         return wrap_const(torch.Size)
     if len(args) == 1 and not kwargs and isinstance(args[0], WrappedValue):
         obj = args[0].value
+        if isinstance(obj, TensorProxy) and guard_recorder.user_code_is_calling():
+            real = _eager_tensor(args[0])
+            if isinstance(real, torch.Tensor):
+                _check_tensor_class(args[0])
+                return wrap_const(type(real))
+            return wrap_const(real)
         if not isinstance(obj, (Proxy, dtypes.dtype, devices.Device)):
             # (a new wrapper: `wrap` would return the one of an earlier read of the class, of another provenance)
             read_as = ProvenanceRecord(PseudoInst.LOAD_ATTR, [args[0].provenance, wrap_const("__class__").provenance])
