@@ -145,6 +145,35 @@ def test_thunderfx_decides_once_whether_thunder_runs_a_node(monkeypatch):
     assert asked and sorted(asked) == sorted(set(asked))
 
 
+def test_thunderfx_decides_once_per_kind_of_node(monkeypatch):
+    """Layers repeat the same operations on inputs of the same kinds: a node like one found supported (same target,
+    constants, input shapes, dtypes, devices and grad requirement) shares its verdict; any difference asks again.
+    (Sizes no other test uses: the verdicts a process found are kept.)"""
+    import thunder.dynamo.utils as dynamo_utils
+    from thunder.dynamo import thunderfx
+
+    asked = []
+    original = dynamo_utils.try_execute_thunder_symbol
+
+    def try_execute_thunder_symbol(symbol, node, *args, **kwargs):
+        asked.append(str(node.target))
+        return original(symbol, node, *args, **kwargs)
+
+    monkeypatch.setattr(dynamo_utils, "try_execute_thunder_symbol", try_execute_thunder_symbol)
+    blocks = torch.nn.Sequential(*(torch.nn.Sequential(torch.nn.Linear(11, 11), torch.nn.SiLU()) for _ in range(3)))
+
+    def g(x):
+        y = blocks(x)
+        return y.sin(), y.double().sin(), y[:, :5].sin()
+
+    x = torch.randn(13, 11)
+    with torch.no_grad():
+        torch.testing.assert_close(thunderfx(g)(x), g(x))
+    assert sum("linear" in target for target in asked) == 1
+    assert sum("silu" in target for target in asked) == 1
+    assert asked.count("sin") == 3  # float32 13x11, float64 13x11, float32 13x5
+
+
 def test_a_meta_functions_signature_is_read_once(monkeypatch):
     """Every bound symbol binds its arguments to its meta function's signature; 0.2.6 built the signature at
     each binding."""
