@@ -6,7 +6,9 @@ count, under both cache options: these gaps were thunder 0.2.6's prologue's, sha
 """
 
 import collections
+import copy
 import enum
+import functools
 import math
 import os
 import random
@@ -911,6 +913,69 @@ def test_tensor_class_checked(cache, read):
     assert thunder.cache_misses(jf) == 2
     reasons = [str(reason) for reason in thunder_symbolic.recompile_reasons(jf)]
     assert "guard type(w) is torch.nn.parameter.Parameter failed" in reasons[0]
+
+
+@functools.lru_cache(maxsize=4)
+def _causal(n):
+    return torch.ones(n, n).tril()
+
+
+@functools.cache
+def _banded(n):
+    return torch.ones(n, n).triu().tril(1)
+
+
+_MASKS = {"mask": _causal}
+
+
+@CACHES
+def test_cached_function_of_a_size(cache):
+    """An lru_cache'd helper called with a size (a causal mask per length) failed in 0.2.6's prologue ('Exception
+    occured unpacking object', either cache): its tensor came out of a native call. It runs traced now, as under
+    torch.compile: one program across lengths under symbolic values; swapping the helper recompiles."""
+
+    def f(t):
+        return _MASKS["mask"](t.shape[0]) @ t
+
+    jf = thunder.jit(f, cache=cache)
+    try:
+        for rows, mask in ((3, _causal), (4, _causal), (3, _banded), (5, _banded)):
+            _MASKS["mask"] = mask
+            torch.testing.assert_close(jf(t := x(rows)), f(t))
+    finally:
+        _MASKS["mask"] = _causal
+    assert thunder.cache_misses(jf) == (2 if cache == "symbolic values" else 4)
+
+
+class Derived:
+    def __init__(self, n):
+        self.n = n
+
+    @functools.cached_property
+    def scale(self):
+        return self.n * 2.0
+
+    @functools.cached_property
+    def act(self):
+        return None if self.n < 4 else torch.tanh
+
+
+@CACHES
+def test_cached_property(cache):
+    """A cached_property read in traced code stored the traced value in the object (0.2.6: a proxy under symbolic
+    values, which eager code then read back); a value the object has cached is the one eager reads."""
+
+    def f(t, cfg):
+        y = t * cfg.scale
+        return y if cfg.act is None else cfg.act(y)
+
+    jf = thunder.jit(f, cache=cache)
+    cached = Derived(4)
+    cached.__dict__["scale"] = 100.0  # (what eager reads, not 8.0)
+    for cfg in (Derived(3), Derived(3), Derived(5), cached):
+        expected = f(t := x(), copy.copy(cfg))
+        torch.testing.assert_close(jf(t, cfg), expected)
+        assert not any(isinstance(v, thunder.core.proxies.Proxy) for v in vars(cfg).values()), vars(cfg)
 
 
 RANDOM_DRAWS = {

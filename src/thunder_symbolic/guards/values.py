@@ -84,7 +84,10 @@ class SideEffectError(NotImplementedError):
 
 # Step names a guarded value may be reached through: attributes, items, and these dunder attributes.
 _ALLOWED_DUNDERS = frozenset(
-    {"__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__self__", "__func__", "__dict__", "__class__"}
+    {
+        *("__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__self__", "__func__", "__dict__"),
+        *("__class__", "__wrapped__"),
+    }
 )
 _NAMESPACES = (
     *(".__globals__", ".__closure__", ".__defaults__", ".__kwdefaults__", ".__dict__", "['__builtins__']"),
@@ -312,6 +315,7 @@ _FAILS = {
     "hasattr": "hasattr({o}, {e}[0]) is not {e}[1]",
     "type": "type({o}) is not {e}",
     "no grad": "{o}.grad is not None",
+    "not cached": "{e} in {o}",
 }
 
 
@@ -363,6 +367,8 @@ def render(kind: str, expected: Any, path: str) -> str:
         return f"type({path}) is {_name_of(expected)}"
     if kind == "no grad":
         return f"{path}.grad is None"
+    if kind == "not cached":
+        return f"{expected!r} not in {path}"
     if kind == "contiguous":
         return f"{path}.is_contiguous(memory_format={expected[0]}) is {expected[1]}"
     if kind == "len":
@@ -484,6 +490,16 @@ class ValueGuards:
         expected = (dict, tuple(namespace))
         _expected[id(expected)] = expected
         return "keys", id(expected), render("keys", expected, shown), where()
+
+    def not_cached(self, record: ProvenanceRecord, name: str, where: str) -> tuple | None:
+        """The check that an object's ``__dict__`` (read through ``record``) still lacks ``name``: a cached property
+        the program computed, which eager code may cache later (a value it then reads instead)."""
+        path = describe(record, self.python_modules)
+        if path is None or (key := f"{name} not in {path}") in self.seen:
+            return None
+        self.seen.add(key)
+        _expected[id(name)] = name
+        return "not cached", id(name), render("not cached", name, user_path(path, self.fn)), where
 
     def path_of(self, record: ProvenanceRecord) -> str:
         """How the user spells the value read through ``record`` (``cfg``, ``self.mlp``, ``args[2]``)."""

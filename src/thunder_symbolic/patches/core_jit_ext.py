@@ -81,7 +81,8 @@ def _refuse_random_draw(fn, *args, **kwargs):
     "a symbolic number has its Python type's attributes (n.real symbolic, n.bit_length() of the pinned value); "
     "vars(obj) reads obj.__dict__ through the interpreter and has its keys checked; type(obj) reads "
     "obj.__class__ (what is read of the class is checked); a draw from a Python random number generator is "
-    "refused with SideEffectError",
+    "refused with SideEffectError; an lru_cache'd function runs the function it wraps, traced, and a "
+    "cached_property is read from the object's cache or computed, traced, without storing it",
     why=(
         "Guard recorders run inside NumberProxy methods that traced code reaches; interpreting them would trace "
         "them. 0.2.6's isinstance answers for a DTensor proxy as for a plain tensor, so code that unwraps "
@@ -123,6 +124,8 @@ def _lookaside_map(original):
     lookasides[getattr] = _absence_checked(_tensor_introspection(original[getattr]))
     lookasides[hasattr] = _presence_checked(original[hasattr])
     lookasides[vars] = _vars_lookaside
+    lookasides[functools._lru_cache_wrapper.__call__] = _uncached_call
+    lookasides[functools.cached_property.__get__] = _cached_property_get
     lookasides[functools.partial.__call__] = tensor_methods.call
     if isinstance in original:
         answering = _tensor_class_checked(_dtensor_aware_isinstance(original[isinstance]))
@@ -555,6 +558,41 @@ def _vars_lookaside(*args):
     return namespace
 
 
+def _uncached_call(wrapper, *args, **kwargs):
+    """A ``functools.lru_cache``/``functools.cache`` function called in traced code runs the function it wraps,
+    traced (as torch.compile does; caching promises a pure function): 0.2.6 called the cache natively, and a
+    tensor it returned for a size (`causal_mask(x.shape[0])`) failed in the prologue ('Exception occured
+    unpacking object')."""
+    wrapped = _interpret_call(getattr, wrapper, wrap_const("__wrapped__"))
+    if wrapped is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
+        return wrapped
+    return _interpret_call(wrapped, *args, **kwargs)
+
+
+def _cached_property_get(prop, instance, owner=None):
+    """A ``functools.cached_property`` read in traced code: the value the object has cached, or the function's value,
+    traced and not stored (0.2.6 stored the traced value in the object: a proxy under symbolic values, which eager
+    code then read). A plain value is read through the attribute, which the prologue reads again natively on each
+    call and checks, as any property's: eager's value, cached or not (and cached as eager does). A value the
+    program computes (a proxy) is not read again: the prologue checks that the object still lacks the name
+    instead, so that a value eager caches later is the one read."""
+    if unwrap(instance) is None:
+        return prop
+    namespace = _interpret_call(getattr, instance, wrap_const("__dict__"))
+    if namespace is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
+        return namespace
+    name = wrap_const(unwrap(prop).attrname)
+    if name.value in namespace.value:
+        return _interpret_call(operator.getitem, namespace, name)
+    result = _interpret_call(wrap_const(unwrap(prop).func), instance)
+    read = value_guards.current()
+    if read is not None and isinstance(result, WrappedValue) and isinstance(result.value, Proxy):
+        where = guard_recorder.source_location()
+        if (found := read.not_cached(namespace.provenance, name.value, where)) is not None:
+            read.check(AnyProxy(namespace.value, history=namespace.provenance), found)
+    return result
+
+
 def _check_presence(obj, name, answer: bool) -> None:
     read = value_guards.current()
     if read is None or not isinstance(obj, WrappedValue):
@@ -611,7 +649,7 @@ def _type_lookaside(*args, **kwargs):
                 _check_tensor_class(args[0])
                 return wrap_const(type(real))
             return wrap_const(real)
-        if not isinstance(obj, (Proxy, dtypes.dtype, devices.Device)):
+        if not isinstance(obj, (Proxy, dtypes.dtype, devices.Device)) and guard_recorder.user_code_is_calling():
             # (a new wrapper: `wrap` would return the one of an earlier read of the class, of another provenance)
             read_as = ProvenanceRecord(PseudoInst.LOAD_ATTR, [args[0].provenance, wrap_const("__class__").provenance])
             return WrappedValue(type(obj), provenance=read_as)
