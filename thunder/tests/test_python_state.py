@@ -555,11 +555,19 @@ class Config:
     pass
 
 
-MISSING_READS = {
+ATTRIBUTE_READS = {
     "getattr with a default": lambda cfg: getattr(cfg, "bias", 0.0),
     "hasattr": lambda cfg: 2.0 if hasattr(cfg, "bias") else 0.0,
     "AttributeError caught": lambda cfg: _attribute_or_zero(cfg),
 }
+# The object's __dict__ read as a dict (0.2.6 called `vars` natively): its names are checked.
+DICT_READS = {
+    "vars(cfg).get": lambda cfg: vars(cfg).get("bias", 0.0),
+    "cfg.__dict__.get": lambda cfg: cfg.__dict__.get("bias", 0.0),
+    "in vars(cfg)": lambda cfg: 2.0 if "bias" in vars(cfg) else 0.0,
+    "KeyError caught": lambda cfg: _key_or_zero(vars(cfg)),
+}
+MISSING_READS = {**ATTRIBUTE_READS, **DICT_READS}
 
 
 def _attribute_or_zero(cfg):
@@ -569,10 +577,18 @@ def _attribute_or_zero(cfg):
         return 0.0
 
 
+def _key_or_zero(namespace):
+    try:
+        return namespace["bias"]
+    except KeyError:
+        return 0.0
+
+
 @CACHES
 @pytest.mark.parametrize("read", list(MISSING_READS))
 def test_attribute_found_missing_then_set_and_deleted(cache, read):
-    """A program traced when ``cfg`` had no ``bias`` was reused once it had one (0.2.6, both caches)."""
+    """A program traced when ``cfg`` had no ``bias`` was reused once it had one (0.2.6, both caches), whether the
+    code asked the object or its ``__dict__`` read as a dict."""
     cfg, offset = Config(), MISSING_READS[read]
 
     def f(t):
@@ -587,7 +603,9 @@ def test_attribute_found_missing_then_set_and_deleted(cache, read):
         torch.testing.assert_close(jf(t := x()), f(t))
     assert thunder.cache_misses(jf) == 2
     reasons = [str(reason) for reason in thunder_symbolic.recompile_reasons(jf)]
-    assert "guard not hasattr(cfg, 'bias') failed" in reasons[0]
+    names_checked = "type(cfg.__dict__) is dict and list(cfg.__dict__) == []"
+    guard = names_checked if read in DICT_READS else "not hasattr(cfg, 'bias')"
+    assert f"guard {guard} failed" in reasons[0]
 
 
 class WithOptionalParts(nn.Module):
@@ -672,43 +690,6 @@ def test_a_default_list_appended_to_is_refused(cache):
 
 
 # --- An object's __dict__ read as a dict, Python modules' state, environment variables -----------------
-
-
-def _key_or_zero(namespace):
-    try:
-        return namespace["bias"]
-    except KeyError:
-        return 0.0
-
-
-DICT_READS = {
-    "vars(cfg).get": lambda cfg: vars(cfg).get("bias", 0.0),
-    "cfg.__dict__.get": lambda cfg: cfg.__dict__.get("bias", 0.0),
-    "in vars(cfg)": lambda cfg: 2.0 if "bias" in vars(cfg) else 0.0,
-    "KeyError caught": lambda cfg: _key_or_zero(vars(cfg)),
-}
-
-
-@CACHES
-@pytest.mark.parametrize("read", list(DICT_READS))
-def test_object_dict_read_as_a_dict(cache, read):
-    """``vars(cfg)`` / ``cfg.__dict__`` asked for a name it lacked answered for the first call's attributes on every
-    call (0.2.6, both caches): the program traced without ``bias`` was reused once it was set."""
-    cfg, offset = Config(), DICT_READS[read]
-
-    def f(t):
-        return t + offset(cfg)
-
-    jf = thunder.jit(f, cache=cache)
-    for bias in (None, 2.0, 2.0, None):
-        if bias is None:
-            vars(cfg).pop("bias", None)
-        else:
-            cfg.bias = bias
-        torch.testing.assert_close(jf(t := x()), f(t))
-    assert thunder.cache_misses(jf) == 2
-    reasons = [str(reason) for reason in thunder_symbolic.recompile_reasons(jf)]
-    assert "guard type(cfg.__dict__) is dict and list(cfg.__dict__) == [] failed" in reasons[0]
 
 
 @CACHES

@@ -359,25 +359,24 @@ def _name_of(value: Any) -> str:
     return str(value)
 
 
+# How each kind of check reads to a user, for path ``p`` and expected object ``e``.
+_SHOWN = {
+    "is": lambda p, e: f"{p} is {_name_of(e)}",
+    "==": lambda p, e: f"{p} == {_name_of(e)}",
+    "type": lambda p, e: f"type({p}) is {_name_of(e)}",
+    "no grad": lambda p, e: f"{p}.grad is None",
+    "not cached": lambda p, e: f"{e!r} not in {p}",
+    "contiguous": lambda p, e: f"{p}.is_contiguous(memory_format={e[0]}) is {e[1]}",
+    "len": lambda p, e: f"type({p}) is {e[0].__name__} and len({p}) == {e[1]}",
+    "snapshot": lambda p, e: f"{p} is still {e!r}",
+    "hasattr": lambda p, e: f"{'' if e[1] else 'not '}hasattr({p}, {e[0]!r})",
+    "keys": lambda p, e: f"type({p}) is dict and list({p}) == {list(e[1])!r}",
+}
+
+
 def render(kind: str, expected: Any, path: str) -> str:
     """The check as Python a user would write, for the prologue trace and ``recompile_reasons``."""
-    if kind in ("is", "=="):
-        return f"{path} {kind} {_name_of(expected)}"
-    if kind == "type":
-        return f"type({path}) is {_name_of(expected)}"
-    if kind == "no grad":
-        return f"{path}.grad is None"
-    if kind == "not cached":
-        return f"{expected!r} not in {path}"
-    if kind == "contiguous":
-        return f"{path}.is_contiguous(memory_format={expected[0]}) is {expected[1]}"
-    if kind == "len":
-        return f"type({path}) is {expected[0].__name__} and len({path}) == {expected[1]}"
-    if kind == "snapshot":
-        return f"{path} is still {expected!r}"
-    if kind == "hasattr":
-        return f"{'' if expected[1] else 'not '}hasattr({path}, {expected[0]!r})"
-    return f"type({path}) is dict and list({path}) == {list(expected[1])!r}"
+    return _SHOWN[kind](path, expected)
 
 
 # check_python_values(((kind, expected id, condition, where), ...), *values): the prologue trace shows each
@@ -482,24 +481,16 @@ class ValueGuards:
         if len(record.inputs) != 2 or record.inputs[0].ext_flag & EXT_FLAG_IS_MODULE:
             return None  # a module's attributes are thunder's (torch's own __getattr__ reads its __dict__)
         path = describe(record, self.python_modules)
-        if path is None or (key := f"keys of {path}") in self.seen:
-            return None
-        self.seen.add(key)
-        shown = user_path(path, self.fn)
-        self.watched.append(_Watched(shown, namespace, namespace.copy(), _snapshot(namespace)))
-        expected = (dict, tuple(namespace))
-        _expected[id(expected)] = expected
-        return "keys", id(expected), render("keys", expected, shown), where()
+        found = self._once(path, f"keys of {path}", "keys", (dict, tuple(namespace)), where)
+        if found is not None:
+            self.watched.append(_Watched(user_path(path, self.fn), namespace, namespace.copy(), _snapshot(namespace)))
+        return found
 
     def not_cached(self, record: ProvenanceRecord, name: str, where: str) -> tuple | None:
         """The check that an object's ``__dict__`` (read through ``record``) still lacks ``name``: a cached property
         the program computed, which eager code may cache later (a value it then reads instead)."""
         path = describe(record, self.python_modules)
-        if path is None or (key := f"{name} not in {path}") in self.seen:
-            return None
-        self.seen.add(key)
-        _expected[id(name)] = name
-        return "not cached", id(name), render("not cached", name, user_path(path, self.fn)), where
+        return self._once(path, f"{name} not in {path}", "not cached", name, where)
 
     def path_of(self, record: ProvenanceRecord) -> str:
         """How the user spells the value read through ``record`` (``cfg``, ``self.mlp``, ``args[2]``)."""
@@ -527,6 +518,16 @@ class ValueGuards:
         _expected[id(expected)] = expected
         return "hasattr", id(expected), render("hasattr", expected, user_path(path, self.fn)), where()
 
+    def _once(self, path: str | None, key: str, kind: str, expected: Any, where: str | Callable[[], str]):
+        """The check ``kind`` of the value at ``path`` (None: unreachable) against ``expected``, unless ``key`` was
+        checked already in this trace."""
+        if path is None or key in self.seen:
+            return None
+        self.seen.add(key)
+        _expected[id(expected)] = expected
+        at = where if type(where) is str else where()
+        return kind, id(expected), render(kind, expected, user_path(path, self.fn)), at
+
     def watch_copy(self, container: Any, stand_in: Any) -> None:
         """Traced code sees ``stand_in`` (the same items as proxies) for ``container``: a change to either is one."""
         for watched in self.watched:
@@ -549,21 +550,13 @@ class ValueGuards:
         """The check that an input tensor is still of class ``cls`` (``isinstance(w, nn.Parameter)``, ``type(w)``:
         thunder checks a tensor's metadata, not its class), once per tensor."""
         path = describe(record)
-        if path is None or (key := f"class of {path}") in self.seen:
-            return None
-        self.seen.add(key)
-        _expected[id(cls)] = cls
-        return "type", id(cls), render("type", cls, user_path(path, self.fn)), where
+        return self._once(path, f"class of {path}", "type", cls, where)
 
     def grad_absent(self, record: ProvenanceRecord, where: str) -> tuple | None:
         """The check that an input tensor still has no ``.grad`` (thunder unpacks a gradient the tensor has, and
         checks it as a tensor; one it lacked was None to the trace, unchecked), once per tensor."""
         path = describe(record)
-        if path is None or (key := f"{path} has no grad") in self.seen:
-            return None
-        self.seen.add(key)
-        _expected[id(None)] = None
-        return "no grad", id(None), render("no grad", None, user_path(path, self.fn)), where
+        return self._once(path, f"{path} has no grad", "no grad", None, where)
 
     def note_call(self, fn: Any, args: tuple, where: Callable[[], str]) -> None:
         """Remember where traced code calls a mutating method of a watched container (to name the statement)."""
