@@ -486,7 +486,7 @@ class ValueGuards:
             self.watched.append(_Watched(user_path(path, self.fn), namespace, namespace.copy(), _snapshot(namespace)))
         return found
 
-    def not_cached(self, record: ProvenanceRecord, name: str, where: str) -> tuple | None:
+    def not_cached(self, record: ProvenanceRecord, name: str, where: Callable[[], str]) -> tuple | None:
         """The check that an object's ``__dict__`` (read through ``record``) still lacks ``name``: a cached property
         the program computed, which eager code may cache later (a value it then reads instead)."""
         path = describe(record, self.python_modules)
@@ -511,22 +511,18 @@ class ValueGuards:
         if not isinstance(name, str) or name.startswith("__") or isinstance(obj, (Proxy, types.ModuleType)):
             return None  # (Python looks a dunder up on the type: the interpreter's probes for protocols)
         path = describe(record, self.python_modules)
-        if path is None or path.endswith(_NAMESPACES) or (key := f"{path} has {name}") in self.seen:
+        if path is not None and path.endswith(_NAMESPACES):
             return None
-        self.seen.add(key)
-        expected = (name, answer)
-        _expected[id(expected)] = expected
-        return "hasattr", id(expected), render("hasattr", expected, user_path(path, self.fn)), where()
+        return self._once(path, f"{path} has {name}", "hasattr", (name, answer), where)
 
-    def _once(self, path: str | None, key: str, kind: str, expected: Any, where: str | Callable[[], str]):
+    def _once(self, path: str | None, key: str, kind: str, expected: Any, where: Callable[[], str]):
         """The check ``kind`` of the value at ``path`` (None: unreachable) against ``expected``, unless ``key`` was
-        checked already in this trace."""
+        checked already in this trace (``where`` is asked only for a check)."""
         if path is None or key in self.seen:
             return None
         self.seen.add(key)
         _expected[id(expected)] = expected
-        at = where if type(where) is str else where()
-        return kind, id(expected), render(kind, expected, user_path(path, self.fn)), at
+        return kind, id(expected), render(kind, expected, user_path(path, self.fn)), where()
 
     def watch_copy(self, container: Any, stand_in: Any) -> None:
         """Traced code sees ``stand_in`` (the same items as proxies) for ``container``: a change to either is one."""
@@ -546,13 +542,13 @@ class ValueGuards:
         shown = "tensor" if path is None else user_path(path, self.fn)
         return "contiguous", id(expected), render("contiguous", expected, shown), where
 
-    def tensor_class(self, record: ProvenanceRecord, cls: type, where: str) -> tuple | None:
+    def tensor_class(self, record: ProvenanceRecord, cls: type, where: Callable[[], str]) -> tuple | None:
         """The check that an input tensor is still of class ``cls`` (``isinstance(w, nn.Parameter)``, ``type(w)``:
         thunder checks a tensor's metadata, not its class), once per tensor."""
         path = describe(record)
         return self._once(path, f"class of {path}", "type", cls, where)
 
-    def grad_absent(self, record: ProvenanceRecord, where: str) -> tuple | None:
+    def grad_absent(self, record: ProvenanceRecord, where: Callable[[], str]) -> tuple | None:
         """The check that an input tensor still has no ``.grad`` (thunder unpacks a gradient the tensor has, and
         checks it as a tensor; one it lacked was None to the trace, unchecked), once per tensor."""
         path = describe(record)

@@ -398,8 +398,7 @@ def _eager_tensor(tensor: WrappedValue):
 def _check_tensor_class(tensor: WrappedValue) -> None:
     read = value_guards.current()
     if read is not None and isinstance(tensor.original_value, torch.Tensor):
-        where = guard_recorder.source_location()
-        found = read.tensor_class(tensor.provenance, type(tensor.original_value), where)
+        found = read.tensor_class(tensor.provenance, type(tensor.original_value), guard_recorder.source_location)
         if found is not None:
             read.check(tensor.value, found)
 
@@ -499,7 +498,7 @@ def _check_grad(tensor: WrappedValue) -> None:
         return
     read = value_guards.current()
     if read is not None and isinstance(tensor.original_value, torch.Tensor) and tensor.original_value.grad is None:
-        found = read.grad_absent(tensor.provenance, guard_recorder.source_location())
+        found = read.grad_absent(tensor.provenance, guard_recorder.source_location)
         if found is not None:
             read.check(tensor.value, found)
 
@@ -587,8 +586,7 @@ def _cached_property_get(prop, instance, owner=None):
     result = _interpret_call(wrap_const(unwrap(prop).func), instance)
     read = value_guards.current()
     if read is not None and isinstance(result, WrappedValue) and isinstance(result.value, Proxy):
-        where = guard_recorder.source_location()
-        if (found := read.not_cached(namespace.provenance, name.value, where)) is not None:
+        if (found := read.not_cached(namespace.provenance, name.value, guard_recorder.source_location)) is not None:
             read.check(AnyProxy(namespace.value, history=namespace.provenance), found)
     return result
 
@@ -639,21 +637,25 @@ def _type_lookaside(*args, **kwargs):
     """``type(x)`` as eager Python answers it: a number's Python type, ``torch.Size`` for a size, and a tensor's
     class (an input's, checked; ``torch.Tensor`` for one the program computes). An object's type is read as
     ``x.__class__``: what the code reads of it (``type(self).scale``) is checked like any value."""
-    if len(args) == 1 and not kwargs and sizes.is_size(args[0]) and guard_recorder.user_code_is_calling():
+    if len(args) != 1 or kwargs or not isinstance(args[0], WrappedValue):
+        return _wrapped_python_type(*args, **kwargs)
+    (obj,) = args
+    value = obj.value
+    if isinstance(value, (NumberProxy, dtypes.dtype, devices.Device)) or not guard_recorder.user_code_is_calling():
+        return _wrapped_python_type(obj)
+    if sizes.is_size(obj):
         return wrap_const(torch.Size)
-    if len(args) == 1 and not kwargs and isinstance(args[0], WrappedValue):
-        obj = args[0].value
-        if isinstance(obj, TensorProxy) and guard_recorder.user_code_is_calling():
-            real = _eager_tensor(args[0])
-            if isinstance(real, torch.Tensor):
-                _check_tensor_class(args[0])
-                return wrap_const(type(real))
+    if isinstance(value, TensorProxy):
+        real = _eager_tensor(obj)
+        if not isinstance(real, torch.Tensor):
             return wrap_const(real)
-        if not isinstance(obj, (Proxy, dtypes.dtype, devices.Device)) and guard_recorder.user_code_is_calling():
-            # (a new wrapper: `wrap` would return the one of an earlier read of the class, of another provenance)
-            read_as = ProvenanceRecord(PseudoInst.LOAD_ATTR, [args[0].provenance, wrap_const("__class__").provenance])
-            return WrappedValue(type(obj), provenance=read_as)
-    return _wrapped_python_type(*args, **kwargs)
+        _check_tensor_class(obj)
+        return wrap_const(type(real))
+    if isinstance(value, Proxy):
+        return _wrapped_python_type(obj)
+    # (a new wrapper: `wrap` would return the one of an earlier read of the class, of another provenance)
+    read_as = ProvenanceRecord(PseudoInst.LOAD_ATTR, [obj.provenance, wrap_const("__class__").provenance])
+    return WrappedValue(type(value), provenance=read_as)
 
 
 def _python_isinstance(lookaside):

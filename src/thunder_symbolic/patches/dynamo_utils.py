@@ -148,34 +148,25 @@ _CONSTANTS = (type(None), bool, int, float, complex, str, slice, type(Ellipsis),
 
 
 def _described(value):
+    """``value`` (a node argument, or an input node's example value) as a key; _Unkeyed where it cannot be one."""
     if isinstance(value, torch.fx.Node):
         if "example_value" not in value.meta:
             raise _Unkeyed
-        return ("input", _example(value.meta["example_value"]))
+        return ("input", _described(value.meta["example_value"]))
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        if value.node.hint is None:  # (an unbacked size)
+            raise _Unkeyed
+        return type(value), str(value), value.node.hint
+    if isinstance(value, torch.Tensor):
+        spec = getattr(value, "_spec", None)  # a DTensor's
+        layout = None if spec is None else (spec.mesh, spec.placements)
+        shape = tuple(map(_described, value.shape))
+        return type(value), shape, value.dtype, value.device, value.requires_grad, layout
     if isinstance(value, (tuple, list)):  # (fx's immutable_list and immutable_dict too)
         return type(value), tuple(map(_described, value))
     if isinstance(value, dict):
         return dict, tuple((key, _described(item)) for key, item in value.items())
     if isinstance(value, (torch.layout, torch.memory_format)) or type(value) in _CONSTANTS:
-        return type(value), value
-    raise _Unkeyed
-
-
-def _example(value):
-    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        hint = value.node.hint
-        if hint is None:  # (an unbacked size)
-            raise _Unkeyed
-        return type(value), str(value), hint
-    if isinstance(value, torch.Tensor):
-        layout = None
-        if (spec := getattr(value, "_spec", None)) is not None:  # a DTensor
-            layout = (spec.mesh, spec.placements)
-        shape = tuple(_example(d) if isinstance(d, torch.SymInt) else d for d in value.shape)
-        return type(value), shape, value.dtype, value.device, value.requires_grad, layout
-    if type(value) in (tuple, list):
-        return type(value), tuple(map(_example, value))
-    if type(value) in _CONSTANTS:
         return type(value), value
     raise _Unkeyed
 
