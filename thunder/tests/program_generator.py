@@ -7,15 +7,16 @@ with quotes or a backslash, a dtype, a callable, a float among -0.0/NaN/inf, an 
 state changed between calls: a global list ``G``, attributes of a global object ``M`` (``M.scale``, None or a
 float; ``M.gain`` and ``M.offset``, missing or set, the latter read through ``vars(M)`` and ``M.__dict__``), the
 default argument of a global function ``H``, an attribute of a config module ``C`` (None or a callable), an
-environment variable, and a global object ``O`` of one of two classes (``isinstance``, a class attribute read
-through ``type(O)`` and changed). It applies a list of
+environment variable, a global object ``O`` of one of two classes (``isinstance``, a class attribute read
+through ``type(O)`` and changed), a global ``nn.ModuleList`` ``L`` of 1 to 3 layers (appended to and cut
+between calls: iterated, indexed from the end, counted) and a ``ContextVar`` ``V``. It applies a list of
 statements to ``y`` (always 2-D) and returns tensors, sizes and ints; some statements make Python look at a
 symbolic number (list indices, f-string keys, str, a fallback op, a max of an int and a float,
 isinstance/type) or at a size built from a shape (a torch.Size: its type, numel) or a tensor's dtype and
 device (torch's objects: identity, str, isinstance), others take gradients 0.2.6 got wrong or could not take
 (a 0-d operand, index_put's values, list-taking fallback ops, an empty arange, `%`, nll_loss), read a named
-tuple's fields (``.values``), use torch's older argument forms (``unbiased=``) or update a view in place and
-assign it back. Control-flow statements come in two spellings: the plain one that thunder traces, and an
+tuple's fields (``.values``), use torch's older argument forms (``unbiased=``), update a view in place and
+assign it back, or catch the error of an operation (a ``view`` the size does not divide). Control-flow statements come in two spellings: the plain one that thunder traces, and an
 instrumented one that records each decision (and each value Python read) in ``path``, so that running the
 instrumented program eagerly tells which control-flow path an argument set takes. The instrumented spelling
 also records, after each statement, whether each dim of ``y`` is 0, 1 or more: thunder legitimately
@@ -26,6 +27,7 @@ Failures shrink to a short program, printed as runnable Python.
 from __future__ import annotations
 
 import collections
+import contextvars
 import dataclasses
 import enum
 import math
@@ -48,6 +50,13 @@ class Wide:
 
 class Narrow:
     factor = 0.5  # changed between calls (Extras.narrow_factor)
+
+
+class Step(torch.nn.Module):
+    """A layer of ``L``."""
+
+    def forward(self, t):
+        return t * 0.5 + 1
 
 
 class Scale(torch.autograd.Function):
@@ -156,6 +165,10 @@ STRAIGHT = [
     f"y = y * float(os.environ.get('{ENVIRONMENT_VARIABLE}', '1'))",
     # An object's type (dispatch on it) and a class attribute read through it.
     "y = y * 2 if isinstance(O, Wide) else y * type(O).factor",
+    # A module list's layers (iterated, the last, their number), a context variable, a caught error.
+    "y = torch.stack([layer(y) for layer in L]).sum(0) + L[-1](y) * len(L)",
+    "y = y * V.get()",
+    "y = R(y)",
 ]
 # (statement, what it reads of a symbolic number's value): Python looks at the number (text, an index, a
 # fallback op's fake run, the type of a mixed max), so the value read is pinned and belongs to the path.
@@ -199,17 +212,27 @@ class Program:
         each call)."""
         namespace = {"torch": torch, "math": math, "os": os, "Color": Color, "Scale": Scale, "Wide": Wide}
         namespace.update(G=[1.0], M=types.SimpleNamespace(scale=None), C=types.ModuleType("run_config"))
+        namespace.update(L=torch.nn.ModuleList([Step()]), V=contextvars.ContextVar("factor", default=1.0))
         exec("def H(t, d=None):\n    return t if d is None else t * d\n", namespace)
+        exec(_CATCHING, namespace)
         exec(self.source(instrumented=instrumented), namespace)
         return namespace["f"], namespace
 
 
 SIZE_CLASSES = "\n    path.append(tuple(min(d, 2) for d in y.shape))"
+_CATCHING = """
+def R(t):
+    try:
+        return t.view(2, -1).flip(0).reshape(t.shape)
+    except RuntimeError:
+        return t * 3
+"""
 # Statements that slice by k: thunder specializes on k's order to y's length there, an intermediate's.
 ORDER_READS = {
     "y = y[:k]": "k <= y.shape[0]",
     "y = y[k:]": "k <= y.shape[0]",
     "y = torch.cat([y[:k], y[k:] * 2], 0)": "k <= y.shape[0]",
+    "y = R(y)": "y.shape[0] * y.shape[1] % 2 == 0",  # (whether its view raises)
 }
 
 
@@ -251,7 +274,8 @@ def programs(draw) -> Program:
 @dataclass(frozen=True)
 class Extras:
     """The Python values of one call: arguments after ``k``, the global ``G``, ``M.scale``, ``M.gain`` and
-    ``M.offset``, the default argument of the global function ``H``, ``C.post`` and the environment variable."""
+    ``M.offset``, the default argument of the global function ``H``, ``C.post``, the environment variable,
+    ``O``'s class, ``Narrow.factor``, the number of layers in ``L`` and ``V``'s value."""
 
     n: int | None = None
     mask: bool = False  # a (3,) tensor or None
@@ -273,6 +297,8 @@ class Extras:
     factor: str | None = None  # the environment variable, unset when None
     object_class: str = "Wide"  # O's class
     narrow_factor: float = 0.5  # Narrow.factor
+    layers: int = 1  # len(L)
+    context: float = 1.0  # V's value
 
     def arguments(self, seed: int) -> tuple:
         mask = torch.randn(3, generator=torch.Generator().manual_seed(seed)) if self.mask else None
@@ -301,6 +327,10 @@ class Extras:
             os.environ[ENVIRONMENT_VARIABLE] = self.factor
         namespace["O"] = Wide() if self.object_class == "Wide" else Narrow()
         Narrow.factor = self.narrow_factor
+        layers = namespace["L"]
+        del layers[self.layers :]  # (the same ModuleList, appended to and cut)
+        layers.extend(Step() for _ in range(self.layers - len(layers)))
+        namespace["V"].set(self.context)
 
     def python_class(self) -> tuple:
         """What the prologue checks of these values: distinct classes may need distinct programs."""
@@ -313,6 +343,7 @@ class Extras:
             self.tag,
             self.offset, self.post, self.factor,
             self.object_class, self.narrow_factor,  # (a float of a class: pinned by value)
+            self.layers, self.context,
         )  # fmt: skip
 
 
@@ -359,6 +390,8 @@ EXTRA_VALUES = {
     "factor": st.none() | st.sampled_from(["2", "0.5"]),
     "object_class": st.sampled_from(["Wide", "Narrow"]),
     "narrow_factor": st.sampled_from([0.5, 3.0]),
+    "layers": st.integers(1, 3),
+    "context": st.sampled_from([1.0, 2.0]),
 }
 
 

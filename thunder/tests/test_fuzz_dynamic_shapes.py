@@ -142,6 +142,24 @@ NAMESPACES_READ = [
 ]
 
 
+def _layers_context_and_caught_error() -> Program:
+    """A ModuleList grown or cut, a ContextVar's value and an operation's caught error: the first two reused the
+    first call's program (both caches), the last failed at the return (IndexError: pop from empty list)."""
+    statements = [
+        "    y = torch.stack([layer(y) for layer in L]).sum(0) + L[-1](y) * len(L)",
+        "    y = y * V.get()",
+        "    y = R(y)",
+    ]
+    instrumented = [*statements[:2], "    path.append(y.shape[0] * y.shape[1] % 2 == 0)", statements[2]]
+    return Program("\n".join(statements), "\n".join(instrumented) + SIZE_CLASSES, "y")
+
+
+LAYERS_AND_CONTEXT = [
+    (rows, Extras(layers=layers, context=context))
+    for rows, layers, context in [(3, 1, 1.0), (2, 1, 1.0), (2, 3, 1.0), (2, 2, 1.0), (3, 2, 2.0), (2, 2, 2.0)]
+]
+
+
 def size_class(rows: int, cols: int, k: int) -> tuple:
     """What thunder may legitimately specialize on besides control flow: sizes 0/1/2 and k's order to rows."""
     return min(rows, 3), min(cols, 3), min(k, 3), (k > rows) - (k < rows), (k > rows // 2) - (k < rows // 2)
@@ -261,6 +279,7 @@ def _check_program(program: Program, arguments, *, grad: bool):
 @example(program=_missing_attribute_and_default(), arguments=[(2, 2, 1, e) for e in ATTRIBUTES_AND_DEFAULTS])
 @example(program=_str_and_named_tuple(), arguments=[(2, 2, 1, e) for e in STRS_AND_NAMED_TUPLES])
 @example(program=_dict_module_and_environment(), arguments=[(2, 2, 1, e) for e in NAMESPACES_READ])
+@example(program=_layers_context_and_caught_error(), arguments=[(r, 1, 1, e) for r, e in LAYERS_AND_CONTEXT])
 def test_generated_program_matches_eager(program: Program, arguments):
     check_program(program, arguments, grad=False)
 

@@ -6,6 +6,7 @@ count, under both cache options: these gaps were thunder 0.2.6's prologue's, sha
 """
 
 import collections
+import contextvars
 import copy
 import enum
 import functools
@@ -13,6 +14,7 @@ import math
 import os
 import random
 import re
+import time
 import types
 import weakref
 
@@ -442,6 +444,31 @@ def test_attribute_set_on_a_submodule_is_applied(cache):
     for _ in range(3):
         torch.testing.assert_close(jm(t := x()), t * 2)
     assert m.inner.step == 3  # as eager: each call increments it (the pinned value recompiles)
+
+
+class Accumulating(nn.Module):
+    """A state tensor allocated on the first call and updated on every call: two stores of one name in a trace."""
+
+    def __init__(self):
+        super().__init__()
+        self.total = None
+
+    def forward(self, t):
+        if self.total is None:
+            self.total = torch.zeros_like(t)
+        self.total = self.total + t
+        return self.total * 2
+
+
+@CACHES
+def test_an_attribute_assigned_twice_in_one_call_keeps_the_last_value(cache):
+    """0.2.6 (either cache) applied the first store after the call (`total` stayed zeros): every later call was off."""
+    jitted, eager = nn.Sequential(Accumulating()), nn.Sequential(Accumulating())
+    jm = thunder.jit(jitted, cache=cache)
+    for _ in range(3):
+        torch.testing.assert_close(jm(t := x()), eager(t))
+        torch.testing.assert_close(jitted[0].total, eager[0].total)
+    assert thunder.cache_misses(jm) == 2  # total None, then a tensor
 
 
 LOG = []
@@ -990,6 +1017,270 @@ def test_numpy_random_draws_are_refused(cache):
 
     with pytest.raises(SideEffectError, match=r"RandomState.rand\(\) at .* draws from a Python random number"):
         thunder.jit(f, cache=cache)(x())
+
+
+# --- A module's structure, process state, caught errors -----------------------------------------------
+
+
+class Stack(nn.Module):
+    """Submodules in a ModuleList, a ModuleDict and plain attributes, read every way torch reads them."""
+
+    def __init__(self, read):
+        super().__init__()
+        self.read = read
+        self.layers = nn.ModuleList([nn.Linear(4, 4)])
+        self.named = nn.ModuleDict({"a": nn.Tanh()})
+
+    def forward(self, t):
+        if self.read == "iterated":
+            for layer in self.layers:
+                t = layer(t)
+            return t
+        if self.read == "len":
+            return t * len(self.layers)
+        if self.read == "last":
+            return self.layers[-1](t)
+        if self.read == "items":
+            for _, layer in self.named.items():
+                t = layer(t)
+            return t
+        if self.read == "in":
+            return self.named["b"](t) if "b" in self.named else t
+        for child in self.children():  # "children"
+            t = child(t) if isinstance(child, nn.Tanh) else t
+        return t
+
+
+STRUCTURE_CHANGES = {
+    "iterated": lambda m: m.layers.append(nn.Linear(4, 4)),
+    "len": lambda m: m.layers.append(nn.ReLU()),
+    "last": lambda m: m.layers.append(nn.ReLU()),
+    "items": lambda m: m.named.update({"b": nn.Sigmoid()}),
+    "in": lambda m: m.named.update({"b": nn.Sigmoid()}),
+    "children": lambda m: setattr(m, "act", nn.Tanh()),
+}
+
+
+@CACHES
+@torch.no_grad()
+@pytest.mark.parametrize("read", list(STRUCTURE_CHANGES))
+def test_submodules_added_after_jitting(cache, read):
+    """A ModuleList appended to, a ModuleDict or a module given a new submodule reused the program traced without it
+    (0.2.6, either cache): a ModuleList, Sequential, ModuleDict or ``children()`` reads the submodules as a dict."""
+    m = Stack(read)
+    jm = thunder.jit(m, cache=cache)
+    torch.testing.assert_close(jm(t := x()), m(t))
+    STRUCTURE_CHANGES[read](m)
+    torch.testing.assert_close(jm(t := x()), m(t))
+    torch.testing.assert_close(jm(t := x()), m(t))
+    assert thunder.cache_misses(jm) == 2
+
+
+@CACHES
+@torch.no_grad()
+def test_the_jitted_sequential_appended_to(cache):
+    m = nn.Sequential(nn.Linear(4, 4))
+    jm = thunder.jit(m, cache=cache)
+    for step in range(3):
+        torch.testing.assert_close(jm(t := x()), m(t))
+        m.append(nn.ReLU() if step == 0 else nn.Linear(4, 4))
+    assert thunder.cache_misses(jm) == 3
+    reasons = str(thunder_symbolic.recompile_reasons(jm)[0])
+    assert "guard type(self._modules) is dict and list(self._modules) == ['0'] failed" in reasons
+
+
+@CACHES
+@torch.no_grad()
+def test_a_module_list_cut_and_grown(cache):
+    """Cutting a ModuleList (``del layers[1:]``) replaces its submodules' dict with an OrderedDict: checked too."""
+    layers = nn.ModuleList([nn.Linear(4, 4), nn.Tanh()])
+
+    def f(t):
+        for layer in layers:
+            t = layer(t)
+        return t
+
+    jf = thunder.jit(f, cache=cache)
+    for change in (lambda: None, lambda: layers.__delitem__(slice(1, None)), lambda: layers.append(nn.Sigmoid())):
+        change()
+        torch.testing.assert_close(jf(t := x()), f(t))
+    assert thunder.cache_misses(jf) == 3
+    assert "type(layers._modules) is OrderedDict and list(layers._modules) == ['0']" in str(
+        thunder_symbolic.recompile_reasons(jf)[-1]
+    )
+
+
+class WithOptionalMembers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4, bias=False)
+        self.register_buffer("shift", None)
+        self.act = None
+
+    def forward(self, t):
+        t = self.lin(t)
+        if self.shift is not None:
+            t = t + self.shift
+        return t if self.act is None else self.act(t)
+
+
+MEMBER_CHANGES = {
+    "a bias set": lambda m: setattr(m.lin, "bias", nn.Parameter(torch.ones(4))),
+    "a buffer set": lambda m: setattr(m, "shift", torch.full((4,), 2.0)),
+    "a submodule set": lambda m: setattr(m, "act", nn.Tanh()),
+}
+
+
+@CACHES
+@torch.no_grad()
+@pytest.mark.parametrize("change", list(MEMBER_CHANGES))
+def test_members_registered_as_none_then_set_and_back(cache, change):
+    """A parameter, buffer or submodule registered as None and set later (a Linear without bias, a cache buffer
+    allocated later) was read as None forever; one set back to None was read as the old one (0.2.6, either
+    cache)."""
+    m = WithOptionalMembers()
+    jm = thunder.jit(m, cache=cache)
+    torch.testing.assert_close(jm(t := x()), m(t))
+    MEMBER_CHANGES[change](m)
+    torch.testing.assert_close(jm(t := x()), m(t))
+    owner, name = {"a bias set": (m.lin, "bias"), "a buffer set": (m, "shift"), "a submodule set": (m, "act")}[change]
+    setattr(owner, name, None)  # (torch calls no registration hook for a parameter set to None)
+    torch.testing.assert_close(jm(t := x()), m(t))
+    assert thunder.cache_misses(jm) == 2
+
+
+@CACHES
+@torch.no_grad()
+def test_parameters_and_buffers_listed_in_forward(cache):
+    """``named_parameters()``, ``parameters()`` and ``buffers()`` are listed natively by thunder: a parameter or
+    buffer registered later was left out of the program's loop over them (0.2.6, either cache)."""
+
+    class Summing(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4, bias=False)
+            self.register_buffer("one", torch.ones(4))
+
+        def forward(self, t):
+            for _, p in self.lin.named_parameters():
+                t = t + p.sum()
+            for p in self.lin.parameters():
+                t = t * p.mean()
+            return t + sum(b.sum() for b in self.buffers())
+
+    m = Summing()
+    jm = thunder.jit(m, cache=cache)
+    torch.testing.assert_close(jm(t := x()), m(t))
+    m.lin.bias = nn.Parameter(torch.ones(4))
+    torch.testing.assert_close(jm(t := x()), m(t))
+    m.register_buffer("two", torch.full((3,), 2.0))
+    torch.testing.assert_close(jm(t := x()), m(t))
+    torch.testing.assert_close(jm(t := x()), m(t))
+    assert thunder.cache_misses(jm) == 3
+    reasons = str(thunder_symbolic.recompile_reasons(jm)[0])
+    assert "guard [name for name, _ in self.lin.named_parameters()] == ['weight'] failed" in reasons
+
+
+SCALE = contextvars.ContextVar("scale", default=1.0)
+
+STATE_READS = {  # the check the first call's program fails: (the program's factor, set the state, states)
+    "torch.are_deterministic_algorithms_enabled() == False": (
+        lambda: 2.0 if torch.are_deterministic_algorithms_enabled() else 1.0,
+        lambda value: torch.use_deterministic_algorithms(value),
+        (False, True),
+    ),
+    "torch.get_num_threads() == 1": (
+        lambda: float(torch.get_num_threads()),
+        torch.set_num_threads,
+        (1, 2),
+    ),
+    "ContextVar('scale').get() == 1.0": (lambda: SCALE.get(), SCALE.set, (1.0, 3.0)),
+    "ContextVar('scale').get(0.5) == 1.0": (lambda: SCALE.get(0.5), SCALE.set, (1.0, 3.0)),
+}
+
+
+@CACHES
+@pytest.mark.parametrize("read", list(STATE_READS))
+def test_process_state_read_by_the_program(cache, read):
+    """A call reading process state was made once, while tracing, and its answer reused (0.2.6, either cache)."""
+    value_of, set_state, states = STATE_READS[read]
+    threads = torch.get_num_threads()
+
+    def f(t):
+        return t * value_of()
+
+    jf = thunder.jit(f, cache=cache)
+    try:
+        for state in (*states, states[0]):
+            set_state(state)
+            torch.testing.assert_close(jf(t := x()), f(t))
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.set_num_threads(threads)
+        SCALE.set(1.0)
+    assert thunder.cache_misses(jf) == 2
+    assert f"guard {read} failed" in str(thunder_symbolic.recompile_reasons(jf)[0])
+
+
+def test_a_context_variable_holding_an_object_is_refused():
+    config = contextvars.ContextVar("config")
+    config.set(types.SimpleNamespace(scale=2.0))
+
+    def f(t):
+        return t * config.get().scale
+
+    with pytest.raises(UncheckableValueError, match=r"ContextVar\('config'\)\.get\(\) at .* returns a SimpleNamespace"):
+        thunder.jit(f)(x())
+
+
+SEEDINGS = {
+    "manual_seed": lambda: torch.manual_seed(0),
+    "a Generator's manual_seed": lambda: torch.Generator().manual_seed(0),
+    "set_rng_state": lambda: torch.set_rng_state(torch.get_rng_state()),
+}
+
+
+@CACHES
+@pytest.mark.parametrize("seeding", list(SEEDINGS))
+def test_seeding_a_torch_generator_is_refused(cache, seeding):
+    """``torch.manual_seed(0)`` in a jitted function failed in 0.2.6's epilogue (either cache) and, through the
+    interpreter's handling of the files traceback formatting reads, could crash the process."""
+    seed = SEEDINGS[seeding]
+
+    def f(t):
+        seed()
+        return t + torch.rand(t.shape)
+
+    with pytest.raises(SideEffectError, match=r"at .* sets the state of a torch random number generator"):
+        thunder.jit(f, cache=cache)(x())
+
+
+@CACHES
+@pytest.mark.parametrize("clock", [time.time, time.perf_counter, time.monotonic_ns])
+def test_a_clock_read_is_refused(cache, clock):
+    """A clock was read once, while tracing, and its reading returned by every later call (0.2.6, either cache)."""
+
+    def f(t):
+        return t * (clock() % 7)
+
+    with pytest.raises(UncheckableValueError, match=rf"time\.{clock.__name__}\(\) at .* reads a clock"):
+        thunder.jit(f, cache=cache)(x())
+
+
+@CACHES
+def test_an_error_of_an_operation_caught_by_the_program(cache):
+    """An operation that raised inside a caught ``try`` left its scope open: every later operation went into it and
+    thunder failed at the return (0.2.6, either cache: IndexError: pop from empty list). Under symbolic values
+    whether the operation raises is a guard on the sizes."""
+
+    def f(t):
+        try:
+            return t.view(4, -1).sum(0)
+        except RuntimeError:
+            return t[:4] * 2
+
+    args = [(torch.randn(n),) for n in (6, 8, 10, 12, 6)]
+    check_against_eager(f, args, cache=cache, compiles=2 if cache == "symbolic values" else 4)
 
 
 # --- 0.2.6 without the patch set ----------------------------------------------------------------------

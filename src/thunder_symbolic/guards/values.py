@@ -17,10 +17,15 @@ here the cheapest way that proves the trace still holds, as torch.compile's guar
   the trace reads them;
 * type and a snapshot of the contents for values Python reads natively (sets, ranges, bytes, deques, dict
   views and subclasses, numpy arrays and scalars, fractions, decimals, ``os.environ``); an iterator cannot be
-  checked: the trace is refused with :class:`UncheckableValueError`.
+  checked: the trace is refused with :class:`UncheckableValueError`;
+* a module's submodules by name where torch's code reads them as a dict (``for layer in self.layers``,
+  ``len(self.layers)``, ``children()``), the names ``named_parameters()`` and ``named_buffers()`` list, and
+  a parameter, buffer or submodule read as None;
+* process state read through a call (``torch.get_num_threads()``, ``ContextVar.get()``: :func:`reads_state`),
+  made again by the prologue and compared.
 
 torch's own bookkeeping on modules (hooks, the non-persistent buffer set) is not checked; parameters,
-buffers and submodules are thunder's.
+buffers and submodules are thunder's, but for the reads above.
 
 While tracing, :class:`ValueGuards` also keeps a shallow snapshot of every container it checked: a
 traced function that changes one in place (``cache.append(...)``, ``memo[k] = t``) has a side effect the
@@ -30,7 +35,6 @@ object is restored.
 
 from __future__ import annotations
 
-import _random
 import array
 import collections
 import contextlib
@@ -52,7 +56,7 @@ from typing import Any
 import torch
 from thunder.core import devices, dtypes
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
-from thunder.core.jit_ext import EXT_FLAG_IS_MODULE, EXT_FLAG_IS_TENSOR_PROXY
+from thunder.core.jit_ext import EXT_FLAG_IS_CALLABLE, EXT_FLAG_IS_MODULE, EXT_FLAG_IS_TENSOR_PROXY
 from thunder.core.prims import OpTags
 from thunder.core.proxies import AnyProxy, Proxy
 from thunder.executors.pythonex import ex as pythonex
@@ -63,12 +67,12 @@ __all__ = [
     "SideEffectError",
     "UncheckableValueError",
     "ValueGuards",
+    "check_member_names",
     "check_namespace_read",
     "check_python_values",
     "describe",
-    "draws_random",
     "guard_for",
-    "random_draw_refused",
+    "reads_state",
     "recording_values",
 ]
 
@@ -309,13 +313,14 @@ _FAILS = {
     "is": "{o} is not {e}",
     "==": "{o} != {e}",
     "len": "type({o}) is not {e}[0] or len({o}) != {e}[1]",
-    "keys": "type({o}) is not dict or tuple({o}) != {e}[1]",
+    "keys": "type({o}) is not {e}[0] or tuple({o}) != {e}[1]",
     "snapshot": "not {e}.matches({o})",
     "contiguous": "{o}.is_contiguous(memory_format={e}[0]) is not {e}[1]",
     "hasattr": "hasattr({o}, {e}[0]) is not {e}[1]",
     "type": "type({o}) is not {e}",
     "no grad": "{o}.grad is not None",
     "not cached": "{e} in {o}",
+    "names": "tuple(n for n, _ in getattr({o}, {e}[0])(*{e}[1], **{e}[2])) != {e}[3]",
 }
 
 
@@ -370,8 +375,13 @@ _SHOWN = {
     "len": lambda p, e: f"type({p}) is {e[0].__name__} and len({p}) == {e[1]}",
     "snapshot": lambda p, e: f"{p} is still {e!r}",
     "hasattr": lambda p, e: f"{'' if e[1] else 'not '}hasattr({p}, {e[0]!r})",
-    "keys": lambda p, e: f"type({p}) is dict and list({p}) == {list(e[1])!r}",
+    "keys": lambda p, e: f"type({p}) is {e[0].__name__} and list({p}) == {list(e[1])!r}",
+    "names": lambda p, e: f"[name for name, _ in {p}.{e[0]}({_arguments(*e[1:3])})] == {list(e[3])!r}",
 }
+
+
+def _arguments(args: tuple, kwargs: dict) -> str:
+    return ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
 
 
 def render(kind: str, expected: Any, path: str) -> str:
@@ -385,6 +395,54 @@ check_python_values = pythonex.register_operator(
     "check_python_values", meta=lambda spec, *values: None, fn=_check, tags=(OpTags.DONT_DCE,)
 )
 pythonex.register_implementation(check_python_values, check_python_values, checker=lambda *args: True)
+
+
+def _check_state(spec: tuple[tuple[int, str, str], ...]) -> None:
+    for expected_id, condition, where in spec:
+        fn, args, result = _expected[expected_id]
+        if not _same(fn(*args), result):
+            raise GuardFailed(condition, where)
+
+
+# check_state_reads(((expected id, condition, where), ...)): each call of process state the trace made (see
+# reads_state), made again; the trace shows it as ``torch.get_num_threads() == 2``.
+check_state_reads = pythonex.register_operator(
+    "check_state_reads", meta=lambda spec: None, fn=_check_state, tags=(OpTags.DONT_DCE,)
+)
+pythonex.register_implementation(check_state_reads, check_state_reads, checker=lambda *args: True)
+
+# torch's getters of process state that a program may branch on or compute with (thunder's cache information
+# covers grad mode, autocast and the default dtype and device): called once, while tracing, they were baked in.
+_TORCH_STATE_GETTERS = frozenset(
+    id(getter)
+    for name in (
+        *("are_deterministic_algorithms_enabled", "is_deterministic_algorithms_warn_only_enabled"),
+        *("get_deterministic_debug_mode", "get_num_threads", "get_num_interop_threads", "is_inference_mode_enabled"),
+        *("get_float32_matmul_precision", "is_anomaly_enabled", "is_anomaly_check_nan_enabled"),
+    )
+    if (getter := getattr(torch, name, None)) is not None
+)
+
+
+def reads_state(fn: Any) -> bool:
+    """Whether calling ``fn`` reads process state that later calls may find changed: one of torch's getters
+    (``torch.are_deterministic_algorithms_enabled()``, ``torch.get_num_threads()``) or a ``ContextVar``'s
+    ``get`` (bound, or unbound with the variable first, as the interpreter calls it)."""
+    if fn is contextvars.ContextVar.get:
+        return True
+    if isinstance(fn, types.BuiltinMethodType) and type(getattr(fn, "__self__", None)) is contextvars.ContextVar:
+        return fn.__name__ == "get"
+    return id(fn) in _TORCH_STATE_GETTERS
+
+
+def _call_text(fn: Any, args: tuple) -> str:
+    """The call as the user wrote it: ``torch.get_num_threads()``, ``ContextVar('scale').get()``."""
+    if fn is contextvars.ContextVar.get:
+        (variable, *args) = args
+        return f"ContextVar({variable.name!r}).get({_arguments(args, {})})"
+    if isinstance(fn, types.BuiltinMethodType) and isinstance(fn.__self__, contextvars.ContextVar):
+        return f"ContextVar({fn.__self__.name!r}).get({_arguments(args, {})})"
+    return f"torch.{fn.__name__}({_arguments(args, {})})"
 
 
 def _snapshot(value: Any) -> tuple:
@@ -432,12 +490,35 @@ class ValueGuards:
     python_modules: dict[int, ProvenanceRecord] = field(default_factory=dict)
     watched: list[_Watched] = field(default_factory=list)
     uncheckable: list[str] = field(default_factory=list)  # what was read that no check can prove unchanged
+    state: dict[tuple, tuple[int, str, str]] = field(default_factory=dict)  # calls reading process state, checked
 
-    def constraint(self) -> tuple | None:
-        """The prologue constraint checking every value recorded, in one call (None when there are none)."""
-        if not self.checks:
-            return None
-        return (check_python_values, tuple(check for _, check in self.checks), *(p for p, _ in self.checks))
+    def constraints(self) -> list[tuple]:
+        """The prologue constraints checking every value and every process state recorded, one call each."""
+        found = []
+        if self.checks:
+            found.append((check_python_values, tuple(check for _, check in self.checks), *(p for p, _ in self.checks)))
+        if self.state:
+            found.append((check_state_reads, tuple(self.state.values())))
+        return found
+
+    def state_read(self, fn: Any, args: tuple, result: Any, where: Callable[[], str]) -> UncheckableValueError | None:
+        """Have the prologue make the call ``fn(*args)`` (see :func:`reads_state`) again and compare its result with
+        ``result``; the error to raise instead when no comparison can prove the result unchanged (an object whose
+        attributes the program may read: no check reaches them)."""
+        shown = _call_text(fn, args)
+        if not (_plain(result) or isinstance(result, _IDENTITY_TYPES)):
+            return UncheckableValueError(
+                f"{shown} at {where()} returns a {type(result).__name__}, which thunder.jit cannot check on later "
+                "calls (what the program reads of it is not reachable from the inputs), so it refuses to compile it. "
+                "Pass the value as an argument instead."
+            )
+        key = (fn, *map(id, args))
+        if key not in self.state:
+            expected = (fn, args, result)
+            _expected[id(expected)] = expected
+            value = _name_of(result) if isinstance(result, _IDENTITY_TYPES) else repr(result)
+            self.state[key] = (id(expected), f"{shown} == {value}", where())
+        return None
 
     def guard(
         self, value: Any, record: ProvenanceRecord, where: Callable[[], str]
@@ -477,9 +558,17 @@ class ValueGuards:
 
     def namespace_keys(self, namespace: dict, record: ProvenanceRecord, where: Callable[[], str]) -> tuple | None:
         """The check of the names in an object's ``__dict__`` that the code read as a dict (``vars(cfg)``), once per
-        path: asking it for a name it lacks (``.get``, ``in``, a caught KeyError) answers from its keys."""
-        if len(record.inputs) != 2 or record.inputs[0].ext_flag & EXT_FLAG_IS_MODULE:
-            return None  # a module's attributes are thunder's (torch's own __getattr__ reads its __dict__)
+        path: asking it for a name it lacks (``.get``, ``in``, a caught KeyError) answers from its keys. Of a
+        module, its ``_modules`` is checked so (a ModuleList, Sequential or ModuleDict iterates it, counts it,
+        indexes it from the end; ``children()`` walks it): its ``__dict__`` is not (torch's own ``__getattr__``
+        reads it, by name) and a change the traced code makes to its submodules is thunder's to replay."""
+        if len(record.inputs) != 2:
+            return None
+        if record.inputs[0].ext_flag & EXT_FLAG_IS_MODULE:  # (an OrderedDict once a ModuleList was cut)
+            path = describe(record, self.python_modules) if record.inputs[1].value == "_modules" else None
+            return self._once(path, f"keys of {path}", "keys", (type(namespace), tuple(namespace)), where)
+        if type(namespace) is not dict:
+            return None
         path = describe(record, self.python_modules)
         found = self._once(path, f"keys of {path}", "keys", (dict, tuple(namespace)), where)
         if found is not None:
@@ -626,41 +715,6 @@ def store_refused(statement: str, where: str) -> SideEffectError:
     )
 
 
-def _generator_class(fn: Any) -> type | None:
-    """The random number generator class whose compiled method ``fn`` is (the interpreter calls ``random.random``,
-    a C method bound to the module's generator, as ``_random.Random.random`` of it, and numpy's Cython methods
-    unbound), or None."""
-    owner = getattr(fn, "__objclass__", None)
-    if owner is None and type(fn).__name__ == "cython_function_or_method":
-        owner = getattr(sys.modules.get(fn.__module__), fn.__qualname__.rpartition(".")[0], None)
-    elif owner is None:
-        owner = type(getattr(fn, "__self__", None))
-    numpy = sys.modules.get("numpy")
-    generators = (_random.Random, numpy.random.RandomState, numpy.random.Generator) if numpy else (_random.Random,)
-    return owner if isinstance(owner, type) and issubclass(owner, generators) else None
-
-
-def draws_random(fn: Any) -> bool:
-    """Whether calling ``fn`` draws from a Python random number generator (``random.random``, every method of a
-    ``random.Random`` draws through one, numpy's ``np.random.rand``, a ``Generator``'s): a new result each call."""
-    compiled = isinstance(fn, (types.BuiltinMethodType, _METHOD_DESCRIPTOR))
-    return (compiled or type(fn).__name__ == "cython_function_or_method") and _generator_class(fn) is not None
-
-
-_METHOD_DESCRIPTOR = type(str.join)
-
-
-def random_draw_refused(fn: Any, where: str) -> SideEffectError:
-    """The error for traced code that draws from a Python random number generator: thunder calls it once, while
-    tracing, and the compiled program returns that draw on every call (and leaves the generator's state alone)."""
-    name = f"{_generator_class(fn).__name__}.{fn.__name__}"
-    return SideEffectError(
-        f"{name}() at {where} draws from a Python random number generator; the compiled program would repeat this "
-        "call's draw on every later call (eager Python draws anew), so thunder.jit refuses to compile it. Draw "
-        "with torch inside the function (torch.rand, torch.randint), or pass the drawn value as an argument."
-    )
-
-
 _current: contextvars.ContextVar[ValueGuards | None] = contextvars.ContextVar("thunder_symbolic_values", default=None)
 
 
@@ -734,11 +788,60 @@ def check_namespace_read(namespace: Any, where: Callable[[], str]) -> None:
     explicitly, through ``vars(obj)`` or ``obj.__dict__``). Internal attribute lookups read it too, by name: their
     answers are checked as the attributes they find, or as missing ones (``hasattr``)."""
     read = current()
-    if read is None or type(namespace.value) is not dict:
+    if read is None or not isinstance(namespace.value, dict):
         return
     found = read.namespace_keys(namespace.value, namespace.provenance, where)
+    if found is None:
+        return
+    history = namespace.provenance
+    if history.inputs[0].ext_flag & EXT_FLAG_IS_MODULE:
+        history = _read_as_callable(history)
+    read.check(AnyProxy(namespace.value, history=history), found)
+
+
+def _read_as_callable(record: ProvenanceRecord) -> ProvenanceRecord:
+    """``record`` (a read from a module) flagged as a callable's: thunder's prologue reads a module's callables from
+    the module and its other attributes from its ThunderModule, which for the jitted module is a wrapper with
+    members of its own (``_modules``, ``named_parameters``)."""
+    record = ProvenanceRecord(record.inst, inputs=record.inputs, value=record.value)
+    record.ext_flag |= EXT_FLAG_IS_CALLABLE
+    return record
+
+
+def check_member_names(module: Any, method: str, args: tuple, kwargs: dict, where: Callable[[], str]) -> None:
+    """Have the prologue check the names ``module.<method>(*args, **kwargs)`` lists (``named_parameters``,
+    ``named_buffers``, which thunder calls natively; ``parameters()`` calls the first): a parameter registered
+    after the trace must not be left out of the next call's loop."""
+    read = current()
+    if read is None:
+        return
+    names = tuple(name for name, _ in getattr(module.value, method)(*args, **kwargs))
+    path = describe(module.provenance, read.python_modules)
+    found = read._once(path, f"{path}.{method}{args}{kwargs}", "names", (method, args, kwargs, names), where)
     if found is not None:
-        read.check(AnyProxy(namespace.value, history=namespace.provenance), found)
+        history = module.provenance
+        if module.provenance.inst is PseudoInst.INPUT_FN:
+            history = ProvenanceRecord(PseudoInst.INPUT_FN, inputs=[])  # (read as the module, not its ThunderModule)
+        read.check(AnyProxy(module.value, history=history), found)
+
+
+_MEMBER_DICTS = ("_parameters", "_buffers", "_modules")
+
+
+def none_member_read(record: ProvenanceRecord) -> ProvenanceRecord | None:
+    """For a None read from a module's parameters, buffers or submodules (``module._parameters['bias']``: a Linear
+    without bias, a buffer or submodule not yet set), the record of reading it as ``module.bias``; None for any
+    other read. thunder's prologue reads such a member with ``get_parameter``, ``get_buffer`` or ``get_submodule``,
+    which fail for None: read as an attribute, it is checked like any None (setting it later recompiles)."""
+    if _inst_name(record) != "BINARY_SUBSCR" or len(record.inputs) != 2:
+        return None
+    members, key = record.inputs
+    if _inst_name(members) != "LOAD_ATTR" or len(members.inputs) != 2 or _inst_name(key) != "CONSTANT":
+        return None
+    module, which = members.inputs
+    if not module.ext_flag & EXT_FLAG_IS_MODULE or _inst_name(which) != "CONSTANT" or which.value not in _MEMBER_DICTS:
+        return None
+    return ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[module, key])
 
 
 def input_root(record: ProvenanceRecord) -> bool:

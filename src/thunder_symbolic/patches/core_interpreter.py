@@ -240,13 +240,14 @@ def _wrap_args_from_list(original):
     "directly instead of interpreting `obj.__getitem__(index)` (same wrapped value and provenance); a slice, "
     "sum or repetition of a size is marked a size (see thunder_symbolic.sizes); assigning or deleting a global "
     "or a closure variable of a function reached through the inputs is refused with SideEffectError; an object's "
-    "`__dict__` read in traced code has its keys checked",
+    "`__dict__` or a module's `_modules` read in traced code has its keys checked",
     why="One interpreted frame per subscript such as `outputs[0]` (74 in the benchmark's prefill, besides those "
     "of global reads and `*args`). Eager's `x.shape[1:]` and `x.shape[:-1] + (n,)` are torch.Size; traced, they "
     "were tuples to isinstance, type and str. `global LAST; LAST = x.shape[0]` ran once, while tracing (a proxy "
     "left in LAST under symbolic values), and a counter (`calls += 1`) failed its next call with thunder's "
     "'Expected 1 to be equal to and have the type of 0' (either cache). `cfg.__dict__.get('bias')` and "
-    "`'bias' in cfg.__dict__` answered for the first call's attributes on every call.",
+    "`'bias' in cfg.__dict__` answered for the first call's attributes on every call, and iterating a ModuleList, "
+    "Sequential or ModuleDict (`self._modules` in torch's code) for the first call's layers.",
 )
 def _opcode_handlers(original):
     binary_subscr, binary_slice, binary_op = original["BINARY_SUBSCR"], original["BINARY_SLICE"], original["BINARY_OP"]
@@ -280,12 +281,13 @@ def _opcode_handlers(original):
 
 
 def _checking_dict_reads(handler):
-    """``handler`` of LOAD_ATTR, having the prologue check the keys of an object's ``__dict__`` that traced code
-    reads (thunder's own attribute lookup reads it through getattr, not this opcode)."""
+    """``handler`` of LOAD_ATTR, having the prologue check the keys of an object's ``__dict__`` or a module's
+    ``_modules`` that traced code reads (thunder's own attribute lookup reads them through getattr, not this
+    opcode)."""
 
     def load_attr_handler(inst, /, stack, **kwargs):
         signal = handler(inst, stack=stack, **kwargs)
-        if inst.argval == "__dict__" and signal is None:
+        if inst.argval in ("__dict__", "_modules") and signal is None:
             value_guards.check_namespace_read(stack.getitem_wrapped(-1), guard_recorder.source_location)
         return signal
 

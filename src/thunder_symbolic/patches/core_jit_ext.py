@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import contextvars
 import functools
 import operator
 from functools import partial
@@ -25,7 +26,7 @@ from thunder.core.interpreter import (
     wrap,
     wrap_const,
 )
-from thunder.core.jit_ext import get_jit_ctx
+from thunder.core.jit_ext import EXT_FLAG_IS_MODULE_MEMBER_DICT, get_jit_ctx
 from thunder.core.proxies import AnyProxy, IntegerProxy, NumberProxy, Proxy, TensorProxy, variableify
 from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 from torch.fx._lazy_graph_module import _LazyGraphModule
@@ -36,6 +37,7 @@ from thunder_symbolic._registry import patch
 from thunder_symbolic.autograd_apply import BUILTIN_APPLY_KEY, builtin_apply_owner
 from thunder_symbolic.guards import algebra
 from thunder_symbolic.guards import recorder as guard_recorder
+from thunder_symbolic.guards import refusals
 from thunder_symbolic.guards import values as value_guards
 from thunder_symbolic.guards.prologue import check_dtensor_layout, check_symbolic_guards, dtensor_layout
 from thunder_symbolic.number_ops import apply_number_op, sym_sum
@@ -48,7 +50,8 @@ UPSTREAM = "Lightning-AI/lightning-thunder#463"
 class _LookasideMap(dict):
     """thunder's general-jit lookaside table, extended by the functions marked :func:`thunder_symbolic.opaque.opaque`
     and by torch's builtin ``Function.apply`` (torch >= 2.13; see :mod:`thunder_symbolic.autograd_apply`); a draw
-    from a Python random number generator is refused (see value_guards.random_draw_refused)."""
+    from a Python random number generator, seeding a torch one and a clock's reading are refused (see
+    :mod:`thunder_symbolic.guards.refusals`), a read of process state is checked (value_guards.reads_state)."""
 
     def get(self, fn, default=None):
         found = dict.get(self, fn, None)
@@ -56,13 +59,31 @@ class _LookasideMap(dict):
             return interpreter_needs_wrap(fn)
         if found is None and (owner := builtin_apply_owner(fn)) is not None:
             return partial(dict.__getitem__(self, BUILTIN_APPLY_KEY), wrap_const(owner))
-        if found is None and value_guards.draws_random(fn):
-            return partial(_refuse_random_draw, fn)
+        if found is None and (refused := refusals.refusal(fn)) is not None:
+            return partial(_refuse, refused)
+        if found is None and value_guards.reads_state(fn):
+            return partial(_checked_state_read, fn)
         return default if found is None else found
 
 
-def _refuse_random_draw(fn, *args, **kwargs):
-    return do_raise(value_guards.random_draw_refused(fn, guard_recorder.source_location()))
+def _refuse(refused, *args, **kwargs):
+    return do_raise(refused(guard_recorder.source_location()))
+
+
+def _checked_state_read(fn, *args, **kwargs):
+    """A call reading process state (``torch.get_num_threads()``, ``ContextVar.get``): made natively, as 0.2.6 did,
+    and made again by the prologue, whose check fails when the answer changed (0.2.6 reused the first answer)."""
+    uargs = tuple(map(unwrap, args))
+    try:
+        result = fn(*uargs, **{unwrap(k): unwrap(v) for k, v in kwargs.items()})
+    except Exception as e:
+        return do_raise(e)
+    read = value_guards.current()
+    if read is not None:  # (no such call takes keywords: with any, it raised above)
+        error = read.state_read(fn, uargs, result, guard_recorder.source_location)
+        if error is not None:
+            return do_raise(error)
+    return wrap_const(result)
 
 
 @patch(
@@ -82,7 +103,11 @@ def _refuse_random_draw(fn, *args, **kwargs):
     "vars(obj) reads obj.__dict__ through the interpreter and has its keys checked; type(obj) reads "
     "obj.__class__ (what is read of the class is checked); a draw from a Python random number generator is "
     "refused with SideEffectError; an lru_cache'd function runs the function it wraps, traced, and a "
-    "cached_property is read from the object's cache or computed, traced, without storing it",
+    "cached_property is read from the object's cache or computed, traced, without storing it; the names "
+    "named_parameters()/named_buffers() list are checked; torch's getters of process state "
+    "(torch.get_num_threads()...) and ContextVar.get() are made again by the prologue and compared; reading a "
+    "clock (time.time()) is refused with UncheckableValueError, seeding a torch generator (torch.manual_seed) "
+    "with SideEffectError; a second store of an object's attribute in one trace is replayed by the epilogue",
     why=(
         "Guard recorders run inside NumberProxy methods that traced code reaches; interpreting them would trace "
         "them. 0.2.6's isinstance answers for a DTensor proxy as for a plain tensor, so code that unwraps "
@@ -104,7 +129,11 @@ def _refuse_random_draw(fn, *args, **kwargs):
         "inference benchmark's prefill (see thunder_symbolic.tensor_methods). `n.real`, `n.bit_length()` or "
         "`s.is_integer()` of a symbolic number failed with AttributeError. `vars` ran natively: what the code "
         "read of the dict it returned went unchecked (`vars(cfg).get('bias')` answered for the first call), as "
-        "did `type(o).scale`; `random.random()` was drawn once, while tracing, and returned on every call."
+        "did `type(o).scale`; `random.random()` was drawn once, while tracing, and returned on every call. "
+        "`for p in self.parameters()` missed a parameter registered later, and `torch.get_num_threads()`, "
+        "`torch.are_deterministic_algorithms_enabled()`, a ContextVar's value or `time.time()` answered for the first "
+        "call; `torch.manual_seed(0)` failed in the epilogue (or crashed the interpreter). `if self.total is None: "
+        "self.total = zeros` then `self.total = self.total + t` left zeros in `self.total` after the call."
     ),
     upstream=UPSTREAM,
 )
@@ -124,6 +153,9 @@ def _lookaside_map(original):
     lookasides[getattr] = _absence_checked(_tensor_introspection(original[getattr]))
     lookasides[hasattr] = _presence_checked(original[hasattr])
     lookasides[vars] = _vars_lookaside
+    for method in ("named_parameters", "named_buffers"):
+        if (fn := getattr(torch.nn.Module, method)) in original:
+            lookasides[fn] = _member_names_checked(original[fn], method)
     lookasides[functools._lru_cache_wrapper.__call__] = _uncached_call
     lookasides[functools.cached_property.__get__] = _cached_property_get
     lookasides[functools.partial.__call__] = tensor_methods.call
@@ -131,7 +163,9 @@ def _lookaside_map(original):
         answering = _tensor_class_checked(_dtensor_aware_isinstance(original[isinstance]))
         lookasides[isinstance] = _python_isinstance(answering)
     if object.__setattr__ in original:
-        lookasides[object.__setattr__] = _refuse_untracked_setattr(original[object.__setattr__])
+        lookasides[object.__setattr__] = _refuse_untracked_setattr(_assigning(original[object.__setattr__]))
+    if dict.__setitem__ in original:
+        lookasides[dict.__setitem__] = _replaying_attribute_stores(original[dict.__setitem__])
     lookasides[setattr] = _refuse_untracked_setattr(original[setattr])  # (STORE_ATTR: `cfg.seen = n`)
     lookasides[_LazyGraphModule.real_recompile] = interpreter_needs_wrap(_LazyGraphModule.real_recompile)
     hop = torch.ops.higher_order.autograd_function_apply
@@ -267,6 +301,45 @@ def _refuse_untracked_setattr(lookaside):
         return lookaside(obj, name, value)
 
     return setattr_lookaside
+
+
+_assigned: contextvars.ContextVar[WrappedValue | None] = contextvars.ContextVar(
+    "thunder_symbolic_assigned", default=None
+)
+
+
+def _assigning(lookaside):
+    """thunder's lookaside of ``object.__setattr__``, which stores through ``obj.__dict__.__setitem__``: the object
+    being assigned to is published for :func:`_replaying_attribute_stores`."""
+
+    def object_setattr(obj, name, value):
+        token = _assigned.set(obj)
+        try:
+            return lookaside(obj, name, value)
+        finally:
+            _assigned.reset(token)
+
+    return object_setattr
+
+
+def _replaying_attribute_stores(lookaside):
+    """thunder's lookaside of ``dict.__setitem__``, which has the epilogue replay a store into a dict flagged as an
+    object's member dict. thunder's ``object.__setattr__`` flags the wrapper of ``obj.__dict__`` it reads, then
+    stores through a bound method of the dict that wrapper holds (thunder's copy, after a first store), which the
+    interpreter wraps anew, unflagged: a second assignment of a name in one trace (`if self.cache is None:
+    self.cache = zeros; self.cache = self.cache + x`) was dropped, the epilogue setting the first value (0.2.6,
+    either cache). Such a store goes to the flagged wrapper."""
+
+    def dict_setitem(d, key, value):
+        obj = _assigned.get()
+        if obj is not None and not d.provenance.ext_flag & EXT_FLAG_IS_MODULE_MEMBER_DICT:
+            members = _interpret_call(getattr, obj, wrap_const("__dict__"))
+            if isinstance(members, WrappedValue) and unwrap(members) is unwrap(d):
+                members.provenance.ext_flag |= EXT_FLAG_IS_MODULE_MEMBER_DICT
+                d = members
+        return lookaside(d, key, value)
+
+    return dict_setitem
 
 
 def _with_thunder_operators(fns) -> list:
@@ -557,6 +630,21 @@ def _vars_lookaside(*args):
     return namespace
 
 
+def _member_names_checked(lookaside, method: str):
+    """thunder's lookaside of ``Module.named_parameters`` or ``named_buffers`` (``parameters()`` and ``buffers()``
+    call them), which lists the members natively: the prologue checks the names listed, or a parameter registered
+    later was left out of the program's loop over them (0.2.6, either cache)."""
+
+    def named_members(module, *args, **kwargs):
+        result = lookaside(module, *args, **kwargs)
+        if not isinstance(result, INTERPRETER_SIGNALS) and isinstance(module, WrappedValue):
+            uargs, ukwargs = tuple(map(unwrap, args)), {unwrap(k): unwrap(v) for k, v in kwargs.items()}
+            value_guards.check_member_names(module, method, uargs, ukwargs, guard_recorder.source_location)
+        return result
+
+    return named_members
+
+
 def _uncached_call(wrapper, *args, **kwargs):
     """A ``functools.lru_cache``/``functools.cache`` function called in traced code runs the function it wraps,
     traced (as torch.compile does; caching promises a pure function): 0.2.6 called the cache natively, and a
@@ -740,6 +828,8 @@ def _general_jit_callbacks(original):
         read = value_guards.current()
         if read is not None and not isinstance(result, INTERPRETER_SIGNALS):  # (a sharp edge returns the value)
             uvalue = value.value
+            if uvalue is None and (as_attribute := value_guards.none_member_read(value.provenance)) is not None:
+                value.provenance = as_attribute
             found = read.guard(uvalue, value.provenance, guard_recorder.source_location)
             if found is not None:
                 read.check(AnyProxy(uvalue, history=value.provenance), found)
@@ -831,8 +921,8 @@ def _propagate_constraints(original):
         options: 0.2.6 checks none) join the prologue here too, in one call.
         """
         read = value_guards.current()
-        if read is not None and (values := read.constraint()) is not None:
-            ctx.add_constraint(values)
+        for constraint in read.constraints() if read is not None else ():
+            ctx.add_constraint(constraint)
         recorder = guard_recorder.current()
         if recorder is None:
             return original(ctx, inputs, intermediates, computation_trace)

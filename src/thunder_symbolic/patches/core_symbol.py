@@ -1,5 +1,5 @@
-"""Patches of ``thunder/core/symbol.py``: every dynamic dim a trace uses is produced in that trace; a meta
-function's signature is read once."""
+"""Patches of ``thunder/core/symbol.py``: every dynamic dim a trace uses is produced in that trace; a symbol that
+raises closes its scope; a meta function's signature is read once."""
 
 from __future__ import annotations
 
@@ -40,16 +40,27 @@ def materialize_dims(trace, outputs) -> None:
 
 @patch(
     "thunder.core.symbol:Symbol.__call__",
-    summary="after a top-level symbol returns a tensor with new symbolic dims, binds prims.shape to produce them",
+    summary="after a top-level symbol returns a tensor with new symbolic dims, binds prims.shape to produce them; "
+    "a symbol that raises leaves the trace's scopes as it found them",
     why=(
         "Dims computed inside meta functions (outputs of cat, slicing, reshape) were NumberProxies nothing "
-        "produced: using them (numel(), size arithmetic) failed while building the prologue ('has history None')."
+        "produced: using them (numel(), size arithmetic) failed while building the prologue ('has history None'). "
+        "A symbol that raised left the scope it had opened: when the traced code caught the error (`try: "
+        "x.view(4, -1) except RuntimeError:`), every later operation went into that dead scope and thunder failed "
+        "at the return (IndexError: pop from empty list, either cache)."
     ),
     upstream="Lightning-AI/lightning-thunder#2746, #471",
 )
 def _symbol_call(original):
     def __call__(self, *args, **kwargs):
-        result = original(self, *args, **kwargs)
+        trace = get_tracectx()
+        depth = len(trace.scopes) if trace is not None else 0
+        try:
+            result = original(self, *args, **kwargs)
+        except BaseException:
+            if trace is not None:
+                del trace.scopes[depth:]  # with what the failed call had recorded in them
+            raise
         if compile_data.using_symbolic_values() and self.id not in _UNPACKS:
             trace = get_tracectx()
             if trace is not None and trace.peek_scope() is trace.bound_symbols:
