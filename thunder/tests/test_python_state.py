@@ -1181,6 +1181,26 @@ def test_parameters_and_buffers_listed_in_forward(cache):
     assert "guard [name for name, _ in self.lin.named_parameters()] == ['weight'] failed" in reasons
 
 
+@CACHES
+def test_inference_tensors_told_apart(cache):
+    """``x.is_inference()`` was answered for the first call under constant values and failed under symbolic values
+    (0.2.6). An input's answer is checked; a computed tensor's is whether inference mode is on, as in eager."""
+
+    def f(t):
+        y = t * 2
+        return y + 1 if t.is_inference() else (y - 1 if y.is_inference() else y)
+
+    jf = thunder.jit(f, cache=cache)
+    for mode in (False, True, False):
+        with torch.inference_mode(mode):
+            t = x()
+        torch.testing.assert_close(jf(t), f(t))
+    with torch.inference_mode():
+        torch.testing.assert_close(jf(t := x()), f(t))
+    assert thunder.cache_misses(jf) == 3  # (inference mode also turns grad mode off: thunder's cache information)
+    assert "guard t.is_inference() is False failed" in str(thunder_symbolic.recompile_reasons(jf)[0])
+
+
 SCALE = contextvars.ContextVar("scale", default=1.0)
 
 STATE_READS = {  # the check the first call's program fails: (the program's factor, set the state, states)

@@ -320,6 +320,7 @@ _FAILS = {
     "type": "type({o}) is not {e}",
     "no grad": "{o}.grad is not None",
     "not cached": "{e} in {o}",
+    "inference": "{o}.is_inference() is not {e}",
     "names": "tuple(n for n, _ in getattr({o}, {e}[0])(*{e}[1], **{e}[2])) != {e}[3]",
 }
 
@@ -371,6 +372,7 @@ _SHOWN = {
     "type": lambda p, e: f"type({p}) is {_name_of(e)}",
     "no grad": lambda p, e: f"{p}.grad is None",
     "not cached": lambda p, e: f"{e!r} not in {p}",
+    "inference": lambda p, e: f"{p}.is_inference() is {e}",
     "contiguous": lambda p, e: f"{p}.is_contiguous(memory_format={e[0]}) is {e[1]}",
     "len": lambda p, e: f"type({p}) is {e[0].__name__} and len({p}) == {e[1]}",
     "snapshot": lambda p, e: f"{p} is still {e!r}",
@@ -575,6 +577,15 @@ class ValueGuards:
             self.watched.append(_Watched(user_path(path, self.fn), namespace, namespace.copy(), _snapshot(namespace)))
         return found
 
+    def member_names(
+        self, module: Any, record: ProvenanceRecord, method: str, args: tuple, kwargs: dict, where: Callable[[], str]
+    ) -> tuple | None:
+        """The check of the names ``module.<method>(*args, **kwargs)`` lists (``module`` read through ``record``),
+        once per path and call."""
+        names = tuple(name for name, _ in getattr(module, method)(*args, **kwargs))
+        path = describe(record, self.python_modules)
+        return self._once(path, f"{path}.{method}{args}{kwargs}", "names", (method, args, kwargs, names), where)
+
     def not_cached(self, record: ProvenanceRecord, name: str, where: Callable[[], str]) -> tuple | None:
         """The check that an object's ``__dict__`` (read through ``record``) still lacks ``name``: a cached property
         the program computed, which eager code may cache later (a value it then reads instead)."""
@@ -630,6 +641,11 @@ class ValueGuards:
         path = describe(record)
         shown = "tensor" if path is None else user_path(path, self.fn)
         return "contiguous", id(expected), render("contiguous", expected, shown), where
+
+    def inference(self, record: ProvenanceRecord, answer: bool, where: Callable[[], str]) -> tuple | None:
+        """The check that an input tensor's ``is_inference()`` still gives ``answer``, once per tensor."""
+        path = describe(record)
+        return self._once(path, f"{path} is inference", "inference", answer, where)
 
     def tensor_class(self, record: ProvenanceRecord, cls: type, where: Callable[[], str]) -> tuple | None:
         """The check that an input tensor is still of class ``cls`` (``isinstance(w, nn.Parameter)``, ``type(w)``:
@@ -815,9 +831,7 @@ def check_member_names(module: Any, method: str, args: tuple, kwargs: dict, wher
     read = current()
     if read is None:
         return
-    names = tuple(name for name, _ in getattr(module.value, method)(*args, **kwargs))
-    path = describe(module.provenance, read.python_modules)
-    found = read._once(path, f"{path}.{method}{args}{kwargs}", "names", (method, args, kwargs, names), where)
+    found = read.member_names(module.value, module.provenance, method, args, kwargs, where)
     if found is not None:
         history = module.provenance
         if module.provenance.inst is PseudoInst.INPUT_FN:

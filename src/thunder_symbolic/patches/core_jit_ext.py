@@ -107,7 +107,8 @@ def _checked_state_read(fn, *args, **kwargs):
     "named_parameters()/named_buffers() list are checked; torch's getters of process state "
     "(torch.get_num_threads()...) and ContextVar.get() are made again by the prologue and compared; reading a "
     "clock (time.time()) is refused with UncheckableValueError, seeding a torch generator (torch.manual_seed) "
-    "with SideEffectError; a second store of an object's attribute in one trace is replayed by the epilogue",
+    "with SideEffectError; a second store of an object's attribute in one trace is replayed by the epilogue; "
+    "x.is_inference() is answered and checked",
     why=(
         "Guard recorders run inside NumberProxy methods that traced code reaches; interpreting them would trace "
         "them. 0.2.6's isinstance answers for a DTensor proxy as for a plain tensor, so code that unwraps "
@@ -133,7 +134,8 @@ def _checked_state_read(fn, *args, **kwargs):
         "`for p in self.parameters()` missed a parameter registered later, and `torch.get_num_threads()`, "
         "`torch.are_deterministic_algorithms_enabled()`, a ContextVar's value or `time.time()` answered for the first "
         "call; `torch.manual_seed(0)` failed in the epilogue (or crashed the interpreter). `if self.total is None: "
-        "self.total = zeros` then `self.total = self.total + t` left zeros in `self.total` after the call."
+        "self.total = zeros` then `self.total = self.total + t` left zeros in `self.total` after the call. "
+        "`x.is_inference()` was the first call's answer (constant values) or failed (symbolic values)."
     ),
     upstream=UPSTREAM,
 )
@@ -263,6 +265,28 @@ def _input_contiguity(tensor):
         return answer
 
     return is_contiguous
+
+
+def _input_inference(tensor):
+    """``x.is_inference()``: of an input tensor, its answer, checked by the prologue; of a tensor the program
+    computes, whether inference mode is on (as eager makes it), checked as a read of that state. 0.2.6 answered
+    for the first call under constant values and failed under symbolic values."""
+    real = tensor.original_value
+
+    @opaque
+    def is_inference():
+        read = value_guards.current()
+        if not isinstance(real, torch.Tensor):
+            answer = torch.is_inference_mode_enabled()
+            error = read.state_read(torch.is_inference_mode_enabled, (), answer, guard_recorder.source_location)
+            assert error is None  # (a bool)
+            return answer
+        answer = real.is_inference()
+        if (found := read.inference(tensor.provenance, answer, guard_recorder.source_location)) is not None:
+            read.check(tensor.value, found)
+        return answer
+
+    return is_inference
 
 
 def _refuse_untracked_setattr(lookaside):
@@ -533,13 +557,16 @@ def _as_torch(value):
 
 def _tensor_introspection(lookaside):
     """``x.shape.numel()`` and ``x.size().numel()`` (traced code sees a size as a tuple, which has no ``numel``),
-    ``x.is_contiguous()`` of input tensors, ``x.grad`` of input tensors without one (checked still None),
+    ``x.is_contiguous()`` of input tensors, ``x.is_inference()``, ``x.grad`` of input tensors without one (checked
+    still None),
     ``x.shape`` marked a size, and in user code ``x.dtype`` as torch's dtype."""
 
     def getattr_lookaside(obj, name, *default):
         value = unwrap(obj)
         if unwrap(name) == "is_contiguous" and isinstance(value, TensorProxy) and value_guards.current():
             return wrap_const(_input_contiguity(obj))
+        if unwrap(name) == "is_inference" and isinstance(value, TensorProxy) and value_guards.current():
+            return wrap_const(_input_inference(obj))
         if unwrap(name) == "grad" and isinstance(value, TensorProxy):
             _check_grad(obj)
         if isinstance(value, NumberProxy) and _python_number_attribute(value, unwrap(name)):
