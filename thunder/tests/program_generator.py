@@ -9,7 +9,8 @@ float; ``M.gain`` and ``M.offset``, missing or set, the latter read through ``va
 default argument of a global function ``H``, an attribute of a config module ``C`` (None or a callable), an
 environment variable, a global object ``O`` of one of two classes (``isinstance``, a class attribute read
 through ``type(O)`` and changed), a global ``nn.ModuleList`` ``L`` of 1 to 3 layers (appended to and cut
-between calls: iterated, indexed from the end, counted) and a ``ContextVar`` ``V``. It applies a list of
+between calls: iterated, indexed from the end, counted), a ``ContextVar`` ``V`` and a numpy number ``N``. It
+applies a list of
 statements to ``y`` (always 2-D) and returns tensors, sizes and ints; some statements make Python look at a
 symbolic number (list indices, f-string keys, str, a fallback op, a max of an int and a float,
 isinstance/type) or at a size built from a shape (a torch.Size: its type, numel) or a tensor's dtype and
@@ -35,6 +36,7 @@ import os
 import types
 from dataclasses import dataclass
 
+import numpy
 import torch
 from hypothesis import strategies as st
 
@@ -169,6 +171,9 @@ STRAIGHT = [
     "y = torch.stack([layer(y) for layer in L]).sum(0) + L[-1](y) * len(L)",
     "y = y * V.get()",
     "y = R(y)",
+    # numpy numbers given to operators, and a numpy function of a float argument.
+    "y = y * N + N * y.mean(0) + torch.full(y.shape[1:], N)",
+    "y = y * float(np.sqrt(abs(s))) if math.isfinite(s) else y",
 ]
 # (statement, what it reads of a symbolic number's value): Python looks at the number (text, an index, a
 # fallback op's fake run, the type of a mixed max), so the value read is pinned and belongs to the path.
@@ -210,7 +215,7 @@ class Program:
     def compile(self, *, instrumented: bool = False):
         """The function, and its globals (set ``G``, ``M``'s attributes, ``H``'s default and ``C.post`` there before
         each call)."""
-        namespace = {"torch": torch, "math": math, "os": os, "Color": Color, "Scale": Scale, "Wide": Wide}
+        namespace = {"torch": torch, "math": math, "os": os, "np": numpy, "Color": Color, "Scale": Scale, "Wide": Wide}
         namespace.update(G=[1.0], M=types.SimpleNamespace(scale=None), C=types.ModuleType("run_config"))
         namespace.update(L=torch.nn.ModuleList([Step()]), V=contextvars.ContextVar("factor", default=1.0))
         exec("def H(t, d=None):\n    return t if d is None else t * d\n", namespace)
@@ -275,7 +280,7 @@ def programs(draw) -> Program:
 class Extras:
     """The Python values of one call: arguments after ``k``, the global ``G``, ``M.scale``, ``M.gain`` and
     ``M.offset``, the default argument of the global function ``H``, ``C.post``, the environment variable,
-    ``O``'s class, ``Narrow.factor``, the number of layers in ``L`` and ``V``'s value."""
+    ``O``'s class, ``Narrow.factor``, the number of layers in ``L``, ``V``'s value and ``N``'s."""
 
     n: int | None = None
     mask: bool = False  # a (3,) tensor or None
@@ -299,6 +304,7 @@ class Extras:
     narrow_factor: float = 0.5  # Narrow.factor
     layers: int = 1  # len(L)
     context: float = 1.0  # V's value
+    numpy_factor: float = 0.5  # N's value, a numpy float32
 
     def arguments(self, seed: int) -> tuple:
         mask = torch.randn(3, generator=torch.Generator().manual_seed(seed)) if self.mask else None
@@ -331,6 +337,7 @@ class Extras:
         del layers[self.layers :]  # (the same ModuleList, appended to and cut)
         layers.extend(Step() for _ in range(self.layers - len(layers)))
         namespace["V"].set(self.context)
+        namespace["N"] = numpy.float32(self.numpy_factor)
 
     def python_class(self) -> tuple:
         """What the prologue checks of these values: distinct classes may need distinct programs."""
@@ -343,7 +350,7 @@ class Extras:
             self.tag,
             self.offset, self.post, self.factor,
             self.object_class, self.narrow_factor,  # (a float of a class: pinned by value)
-            self.layers, self.context,
+            self.layers, self.context, self.numpy_factor,
         )  # fmt: skip
 
 
@@ -392,6 +399,7 @@ EXTRA_VALUES = {
     "narrow_factor": st.sampled_from([0.5, 3.0]),
     "layers": st.integers(1, 3),
     "context": st.sampled_from([1.0, 2.0]),
+    "numpy_factor": st.sampled_from([0.5, 2.0]),
 }
 
 

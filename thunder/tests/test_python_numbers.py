@@ -327,3 +327,34 @@ def test_branch_on_a_data_dependent_number_is_refused(cache):
         thunder.jit(branch, cache=cache)(x(), torch.tensor(1.0))
     with pytest.raises(DataDependentError, match="depends on tensor data"):
         thunder.jit(conversion, cache=cache)(x(), torch.tensor(2.0))
+
+
+NUMPY_NUMBERS = {
+    "x * np.float32": (lambda t, s: t * s, "float32", 0.5, 0.75),
+    "np.float32 * x": (lambda t, s: s * t, "float32", 2.0, 3.0),
+    "torch.add": (lambda t, s: torch.add(t, s), "float64", 2.0, 3.0),
+    "clamp(max=)": (lambda t, s: t.clamp(max=s), "float32", 0.1, 0.2),
+    "torch.full": (lambda t, s: t + torch.full(t.shape, s), "int64", 3, 4),
+    "x ** np.int32": (lambda t, s: t**s, "int32", 2, 3),
+    "x * np.bool_": (lambda t, s: t * s, "bool_", True, False),
+}
+
+
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+@pytest.mark.parametrize("use", list(NUMPY_NUMBERS))
+def test_numpy_numbers_given_to_operators(cache, use):
+    """torch takes numpy numbers as Python numbers; 0.2.6's operators failed on them ("Trying to convert unknown
+    type <class 'numpy.float32'> to a numbertype"), and its interpreter on ``np.float32(2) * x``. The numpy value is
+    checked by value."""
+    numpy = pytest.importorskip("numpy")
+    f, kind, first, second = NUMPY_NUMBERS[use]
+    args = [(x(), getattr(numpy, kind)(value)) for value in (first, second, first)]
+    check_against_eager(f, args, cache=cache, compiles=2)
+
+
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+def test_numpy_function_of_a_float_argument(cache):
+    """``np.sqrt(d)`` of a float argument read the proxy under symbolic values ("loop of ufunc does not support
+    argument 0 of type FloatProxy"); it reads the value, pinned, as ``math.sqrt`` does."""
+    numpy = pytest.importorskip("numpy")
+    check_against_eager(lambda t, d: t / numpy.sqrt(d), [(x(), 4.0), (x(), 9.0), (x(), 4.0)], cache=cache, compiles=2)

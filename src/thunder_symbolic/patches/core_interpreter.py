@@ -21,9 +21,9 @@ from thunder.core.interpreter import (
     unwrap,
     wrap_const,
 )
-from thunder.core.proxies import IntegerProxy, TensorProxy
+from thunder.core.proxies import IntegerProxy, Proxy, TensorProxy
 
-from thunder_symbolic import sizes
+from thunder_symbolic import numpy_numbers, sizes
 from thunder_symbolic._registry import patch
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards import values as value_guards
@@ -240,14 +240,16 @@ def _wrap_args_from_list(original):
     "directly instead of interpreting `obj.__getitem__(index)` (same wrapped value and provenance); a slice, "
     "sum or repetition of a size is marked a size (see thunder_symbolic.sizes); assigning or deleting a global "
     "or a closure variable of a function reached through the inputs is refused with SideEffectError; an object's "
-    "`__dict__` or a module's `_modules` read in traced code has its keys checked",
+    "`__dict__` or a module's `_modules` read in traced code has its keys checked; a numpy number meeting a "
+    "proxy in a binary operator is its Python number",
     why="One interpreted frame per subscript such as `outputs[0]` (74 in the benchmark's prefill, besides those "
     "of global reads and `*args`). Eager's `x.shape[1:]` and `x.shape[:-1] + (n,)` are torch.Size; traced, they "
     "were tuples to isinstance, type and str. `global LAST; LAST = x.shape[0]` ran once, while tracing (a proxy "
     "left in LAST under symbolic values), and a counter (`calls += 1`) failed its next call with thunder's "
     "'Expected 1 to be equal to and have the type of 0' (either cache). `cfg.__dict__.get('bias')` and "
     "`'bias' in cfg.__dict__` answered for the first call's attributes on every call, and iterating a ModuleList, "
-    "Sequential or ModuleDict (`self._modules` in torch's code) for the first call's layers.",
+    "Sequential or ModuleDict (`self._modules` in torch's code) for the first call's layers. `x * np.float32(0.5)` "
+    "failed in thunder's mul, `np.float32(2) * x` in the interpreter.",
 )
 def _opcode_handlers(original):
     binary_subscr, binary_slice, binary_op = original["BINARY_SUBSCR"], original["BINARY_SLICE"], original["BINARY_OP"]
@@ -266,6 +268,11 @@ def _opcode_handlers(original):
         return _marking_a_size(sliced, binary_slice(inst, stack=stack, **kwargs), stack)
 
     def binary_op_handler(inst, /, stack, **kwargs):
+        left, right = stack.getitem_wrapped(-2), stack.getitem_wrapped(-1)
+        if numpy_numbers.is_numpy_number(left) and isinstance(unwrap(right), Proxy):
+            stack[-2] = numpy_numbers.as_python(left)
+        elif numpy_numbers.is_numpy_number(right) and isinstance(unwrap(left), Proxy):
+            stack[-1] = numpy_numbers.as_python(right)
         sized = inst.arg in sizes.SIZE_OPS and (
             sizes.is_size(stack.getitem_wrapped(-2)) or sizes.is_size(stack.getitem_wrapped(-1))
         )

@@ -27,11 +27,13 @@ from thunder.core.interpreter import (
     wrap_const,
 )
 from thunder.core.jit_ext import EXT_FLAG_IS_MODULE_MEMBER_DICT, get_jit_ctx
+from thunder.core.symbol import Symbol
+from thunder.core.utils import is_hashable
 from thunder.core.proxies import AnyProxy, IntegerProxy, NumberProxy, Proxy, TensorProxy, variableify
 from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 from torch.fx._lazy_graph_module import _LazyGraphModule
 
-from thunder_symbolic import sizes, tensor_methods
+from thunder_symbolic import numpy_numbers, sizes, tensor_methods
 from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
 from thunder_symbolic.autograd_apply import BUILTIN_APPLY_KEY, builtin_apply_owner
@@ -219,13 +221,16 @@ def _autograd_function_apply_without_ctx(lookaside):
     "thunder.core.jit_ext:general_jit_lookaside",
     summary="notes where traced code calls a mutating method (append, update, __setitem__...) of a container "
     "read from the inputs or globals; a torch.device index is pinned; torch.topk, sort, max/min with a dim... "
-    "return torch's named tuples; var/std's `unbiased` is their `correction`; torch._grouped_mm takes `offs=`",
+    "return torch's named tuples; var/std's `unbiased` is their `correction`; torch._grouped_mm takes `offs=`; "
+    "thunder's operators take numpy numbers as Python numbers, numpy functions pinned values of symbolic numbers",
     why=(
         "A trace that changes such a container is refused; the error names the statement that changed it. "
         "`torch.device('cuda', rank)` bakes the index into the trace, unguarded under symbolic values. thunder's "
         "operators return plain tuples: `torch.topk(x, 2).values` and `x.max(1).indices` failed (either cache), "
         "and take only `correction`: `x.var(1, unbiased=False)` failed. thunder's _grouped_mm names torch's `offs` "
-        "and `out_dtype` `offsets` and `dtype`: `torch._grouped_mm(x, w, offs=offsets)` failed with a TypeError."
+        "and `out_dtype` `offsets` and `dtype`: `torch._grouped_mm(x, w, offs=offsets)` failed with a TypeError. "
+        "`x * np.float32(0.5)`, `torch.full(shape, np.int64(3))` and `np.sqrt(d)` of a float argument failed (see "
+        "thunder_symbolic.numpy_numbers)."
     ),
     upstream=UPSTREAM,
 )
@@ -239,11 +244,23 @@ def _general_jit_lookaside(original):
         if fn is torch.device:  # thunder bakes the index in (and pins it itself only under constant values)
             for arg in (*args, *kwargs.values()):
                 guard_recorder.python_value(unwrap(arg))
+        if numpy_numbers.is_numpy_function(fn) and any(isinstance(unwrap(a), NumberProxy) for a in args):
+            return numpy_numbers.of_pinned_numbers(fn)
         lookaside = original(fn, *args, **kwargs)
+        if callable(lookaside) and any(map(numpy_numbers.is_numpy_number, (*args, *kwargs.values()))):
+            if _thunder_operator(fn):
+                lookaside = numpy_numbers.taking_python_numbers(lookaside)
         known, adapt = adapters.get(id(fn), (None, None))
         return adapt(lookaside) if known is fn and callable(lookaside) else lookaside
 
     return general_jit_lookaside
+
+
+def _thunder_operator(fn) -> bool:
+    """Whether ``fn`` is thunder's operator or a torch function thunder maps to one."""
+    from thunder.torch import _torch_to_thunder_function_map as thunder_operators
+
+    return isinstance(fn, Symbol) or is_hashable(fn) and fn in thunder_operators
 
 
 def _input_contiguity(tensor):
