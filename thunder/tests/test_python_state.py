@@ -1036,6 +1036,10 @@ class Stack(nn.Module):
             for layer in self.layers:
                 t = layer(t)
             return t
+        if self.read == "reversed":  # (0.2.6 also raised "object is not reversible")
+            for layer in reversed(self.layers):
+                t = layer(t)
+            return t
         if self.read == "len":
             return t * len(self.layers)
         if self.read == "last":
@@ -1053,6 +1057,7 @@ class Stack(nn.Module):
 
 STRUCTURE_CHANGES = {
     "iterated": lambda m: m.layers.append(nn.Linear(4, 4)),
+    "reversed": lambda m: m.layers.append(nn.Tanh()),
     "len": lambda m: m.layers.append(nn.ReLU()),
     "last": lambda m: m.layers.append(nn.ReLU()),
     "items": lambda m: m.named.update({"b": nn.Sigmoid()}),

@@ -19,6 +19,7 @@ from thunder.core.interpreter import (
     PseudoInst,
     WrappedValue,
     _interpret_call,
+    default_lookaside,
     do_raise,
     get_interpreterruntimectx,
     interpreter_needs_wrap,
@@ -110,7 +111,7 @@ def _checked_state_read(fn, *args, **kwargs):
     "(torch.get_num_threads()...) and ContextVar.get() are made again by the prologue and compared; reading a "
     "clock (time.time()) is refused with UncheckableValueError, seeding a torch generator (torch.manual_seed) "
     "with SideEffectError; a second store of an object's attribute in one trace is replayed by the epilogue; "
-    "x.is_inference() is answered and checked",
+    "x.is_inference() is answered and checked; reversed() walks a ModuleList or Sequential by index",
     why=(
         "Guard recorders run inside NumberProxy methods that traced code reaches; interpreting them would trace "
         "them. 0.2.6's isinstance answers for a DTensor proxy as for a plain tensor, so code that unwraps "
@@ -137,7 +138,8 @@ def _checked_state_read(fn, *args, **kwargs):
         "`torch.are_deterministic_algorithms_enabled()`, a ContextVar's value or `time.time()` answered for the first "
         "call; `torch.manual_seed(0)` failed in the epilogue (or crashed the interpreter). `if self.total is None: "
         "self.total = zeros` then `self.total = self.total + t` left zeros in `self.total` after the call. "
-        "`x.is_inference()` was the first call's answer (constant values) or failed (symbolic values)."
+        "`x.is_inference()` was the first call's answer (constant values) or failed (symbolic values); "
+        "`reversed(self.layers)` raised 'object is not reversible'."
     ),
     upstream=UPSTREAM,
 )
@@ -157,6 +159,7 @@ def _lookaside_map(original):
     lookasides[getattr] = _absence_checked(_tensor_introspection(original[getattr]))
     lookasides[hasattr] = _presence_checked(original[hasattr])
     lookasides[vars] = _vars_lookaside
+    lookasides[reversed] = _reversed_lookaside
     for method in ("named_parameters", "named_buffers"):
         if (fn := getattr(torch.nn.Module, method)) in original:
             lookasides[fn] = _member_names_checked(original[fn], method)
@@ -687,6 +690,27 @@ def _member_names_checked(lookaside, method: str):
         return result
 
     return named_members
+
+
+def _reversed_lookaside(seq):
+    """``reversed`` of an object that has ``__len__`` and ``__getitem__`` but neither ``__reversed__`` nor a place among
+    ``collections.abc.Sequence`` (a ModuleList, a Sequential): Python walks it backwards by index, and so does this
+    (its length read once, as Python does); 0.2.6 raised "object is not reversible" (either cache). Anything else
+    goes to thunder's lookaside."""
+    kind = type(unwrap(seq))
+    if hasattr(kind, "__reversed__") or not (hasattr(kind, "__len__") and hasattr(kind, "__getitem__")):
+        return default_lookaside(reversed)(seq)
+    return _interpret_call(_walked_backwards, seq)
+
+
+def _walked_backwards(seq):
+    length = len(seq)
+
+    def items():
+        for i in range(length - 1, -1, -1):
+            yield seq[i]
+
+    return items()
 
 
 def _uncached_call(wrapper, *args, **kwargs):
