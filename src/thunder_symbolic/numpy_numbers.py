@@ -12,9 +12,9 @@ failed: "loop of ufunc does not support argument 0 of type FloatProxy").
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
+import numpy  # (thunder's dependency)
 from thunder.core.interpreter import interpreter_needs_wrap, unwrap, wrap_const
 from thunder.core.proxies import NumberProxy
 
@@ -23,10 +23,12 @@ from thunder_symbolic.guards import recorder as guard_recorder
 __all__ = ["as_python", "is_numpy_function", "is_numpy_number", "of_pinned_numbers", "taking_python_numbers"]
 
 
+_NUMBERS = (numpy.bool_, numpy.number)
+
+
 def is_numpy_number(wrapped: Any) -> bool:
     """Whether ``wrapped`` (a wrapped value, or a value) holds a numpy bool, int, float or complex."""
-    numpy = sys.modules.get("numpy")  # (only a program that has numpy can pass its values)
-    return numpy is not None and isinstance(unwrap(wrapped), (numpy.bool_, numpy.number))
+    return isinstance(unwrap(wrapped), _NUMBERS)
 
 
 def as_python(wrapped: Any) -> Any:
@@ -45,9 +47,6 @@ def taking_python_numbers(lookaside):
 
 def is_numpy_function(fn: Any) -> bool:
     """Whether ``fn`` is numpy's (a ufunc such as ``np.sqrt``, or a function of its modules)."""
-    numpy = sys.modules.get("numpy")
-    if numpy is None:
-        return False
     module = getattr(fn, "__module__", None)
     return isinstance(fn, numpy.ufunc) or isinstance(module, str) and module.partition(".")[0] == "numpy"
 

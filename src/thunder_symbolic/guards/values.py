@@ -507,10 +507,9 @@ class ValueGuards:
         """Have the prologue make the call ``fn(*args)`` (see :func:`reads_state`) again and compare its result with
         ``result``; the error to raise instead when no comparison can prove the result unchanged (an object whose
         attributes the program may read: no check reaches them)."""
-        shown = _call_text(fn, args)
         if not (_plain(result) or isinstance(result, _IDENTITY_TYPES)):
             return UncheckableValueError(
-                f"{shown} at {where()} returns a {type(result).__name__}, which thunder.jit cannot check on later "
+                f"{_call_text(fn, args)} at {where()} returns a {type(result).__name__}, which thunder.jit cannot check on later "
                 "calls (what the program reads of it is not reachable from the inputs), so it refuses to compile it. "
                 "Pass the value as an argument instead."
             )
@@ -519,7 +518,7 @@ class ValueGuards:
             expected = (fn, args, result)
             _expected[id(expected)] = expected
             value = _name_of(result) if isinstance(result, _IDENTITY_TYPES) else repr(result)
-            self.state[key] = (id(expected), f"{shown} == {value}", where())
+            self.state[key] = (id(expected), f"{_call_text(fn, args)} == {value}", where())
         return None
 
     def guard(
@@ -818,7 +817,7 @@ def check_namespace_read(namespace: Any, where: Callable[[], str]) -> None:
 def _read_as_callable(record: ProvenanceRecord) -> ProvenanceRecord:
     """``record`` (a read from a module) flagged as a callable's: thunder's prologue reads a module's callables from
     the module and its other attributes from its ThunderModule, which for the jitted module is a wrapper with
-    members of its own (``_modules``, ``named_parameters``)."""
+    members of its own (its ``_modules`` holds the module)."""
     record = ProvenanceRecord(record.inst, inputs=record.inputs, value=record.value)
     record.ext_flag |= EXT_FLAG_IS_CALLABLE
     return record

@@ -4,47 +4,21 @@
 (one lookup per call instead of a walk of the module tree), and the prologue reads them from there. A
 parameter replaced afterwards (``m.lin.weight = nn.Parameter(...)``), a buffer reassigned or a submodule
 swapped, set to None or deleted was never seen: the program kept using the old ones, in both cache options.
-torch calls its global registration hooks on most such assignments; they bump a counter. It calls none when
-a parameter is set to None or a member deleted: each call also checks that every member the dicts were
-filled from is still in its module (one identity test per member). A call that finds a change refreshes
-what was replaced (entries a transform put there itself are kept) and drops what is gone, which the
-prologue then reads from the module (and fails to find, for a new trace).
+Each call checks that every member the dicts were filled from is still in its module (one identity test per
+member; torch calls no registration hook when a parameter is set to None or a member deleted). A call that
+finds a change refreshes what was replaced (entries a transform put there itself are kept) and drops what is
+gone, which the prologue then reads from the module (and fails to find, for a new trace). A member added
+later is not in the dicts: the ThunderModule reads it from the module.
 """
 
 from __future__ import annotations
 
 import operator
 
-import torch
-
 from thunder_symbolic._registry import patch
 
 _SEEN = "_thunder_symbolic_seen"  # on a ThunderModule: what its dicts were filled from, by name
-_GENERATION = "_thunder_symbolic_generation"
-_MEMBERS = "_thunder_symbolic_members"  # on a ThunderModule: (members dict, name, value) of each member seen
-
-_generation = 0
-_hooks: list = []
-
-
-def _moved(module, name, value):  # a global registration hook: returns None to keep the value as is
-    global _generation
-    # torch.compile traces hooks run by code it compiles (transformers registers buffers in forward): it would
-    # guard on the counter and recompile at every step. Registrations replayed there are not counted.
-    if not torch.compiler.is_compiling():
-        _generation += 1
-
-
-def _install_hooks() -> None:
-    if not _hooks:
-        from torch.nn.modules import module as torch_module
-
-        for register in (
-            torch_module.register_module_parameter_registration_hook,
-            torch_module.register_module_buffer_registration_hook,
-            torch_module.register_module_module_registration_hook,
-        ):
-            _hooks.append(register(_moved))
+_MEMBERS = "_thunder_symbolic_members"  # on a ThunderModule: (members dicts, names, values) of the members seen
 
 
 def _current(thunder_module) -> tuple[dict, dict, dict]:
@@ -84,7 +58,6 @@ def _refresh(thunder_module) -> None:
                 del target[name]
         last.clear()
         last.update(now)
-    thunder_module.__dict__[_GENERATION] = _generation
     thunder_module.__dict__[_MEMBERS] = _members(thunder_module._model)
 
 
@@ -97,9 +70,7 @@ def _refresh(thunder_module) -> None:
 def _init(original):
     def __init__(self, model, compiled_model_call):
         original(self, model, compiled_model_call)
-        _install_hooks()
         self.__dict__[_SEEN] = _current(self)
-        self.__dict__[_GENERATION] = _generation
         self.__dict__[_MEMBERS] = _members(model)
 
     return __init__
@@ -118,7 +89,7 @@ def _init(original):
 )
 def _forward(original):
     def forward(self, *args, **kwargs):
-        if self.__dict__.get(_GENERATION, _generation) != _generation or _MEMBERS in self.__dict__ and _gone(self):
+        if _MEMBERS in self.__dict__ and _gone(self):
             _refresh(self)
         return original(self, *args, **kwargs)
 
