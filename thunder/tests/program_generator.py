@@ -9,17 +9,18 @@ float; ``M.gain`` and ``M.offset``, missing or set, the latter read through ``va
 default argument of a global function ``H``, an attribute of a config module ``C`` (None or a callable), an
 environment variable, a global object ``O`` of one of two classes (``isinstance``, a class attribute read
 through ``type(O)`` and changed), a global ``nn.ModuleList`` ``L`` of 1 to 3 layers (appended to and cut
-between calls: iterated, indexed from the end, counted), a ``ContextVar`` ``V`` and a numpy number ``N``. It
-applies a list of
+between calls: iterated, reversed, indexed from the end, counted), a ``ContextVar`` ``V``, a numpy number ``N``
+and a module ``S`` whose buffer is None or a tensor. It applies a list of
 statements to ``y`` (always 2-D) and returns tensors, sizes and ints; some statements make Python look at a
 symbolic number (list indices, f-string keys, str, a fallback op, a max of an int and a float,
 isinstance/type) or at a size built from a shape (a torch.Size: its type, numel) or a tensor's dtype and
 device (torch's objects: identity, str, isinstance), others take gradients 0.2.6 got wrong or could not take
 (a 0-d operand, index_put's values, list-taking fallback ops, an empty arange, `%`, nll_loss), read a named
 tuple's fields (``.values``), use torch's older argument forms (``unbiased=``), update a view in place and
-assign it back, or catch the error of an operation (a ``view`` the size does not divide). Control-flow statements come in two spellings: the plain one that thunder traces, and an
-instrumented one that records each decision (and each value Python read) in ``path``, so that running the
-instrumented program eagerly tells which control-flow path an argument set takes. The instrumented spelling
+assign it back, or catch the error of an operation (a ``view`` the size does not divide). Control-flow
+statements come in two spellings: the plain one that thunder traces, and an instrumented one that records
+each decision (and each value Python read) in ``path``, so that running the instrumented program eagerly
+tells which control-flow path an argument set takes. The instrumented spelling
 also records, after each statement, whether each dim of ``y`` is 0, 1 or more: thunder legitimately
 specializes on intermediate sizes of 0 and 1 (broadcasting, empty slices), so these belong to the path too.
 Failures shrink to a short program, printed as runnable Python.
@@ -59,6 +60,17 @@ class Step(torch.nn.Module):
 
     def forward(self, t):
         return t * 0.5 + 1
+
+
+class Shift(torch.nn.Module):
+    """A module whose buffer is None or a tensor (``S.shift``, set between calls)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("shift", None)
+
+    def forward(self, t):
+        return t if self.shift is None else t + self.shift
 
 
 class Scale(torch.autograd.Function):
@@ -169,6 +181,7 @@ STRAIGHT = [
     "y = y * 2 if isinstance(O, Wide) else y * type(O).factor",
     # A module list's layers (iterated, the last, their number), a context variable, a caught error.
     "y = torch.stack([layer(y) for layer in L]).sum(0) + L[-1](y) * len(L)",
+    "y = torch.stack([layer(y) for layer in reversed(L)]).prod(0) + S(y)",
     "y = y * V.get()",
     "y = R(y)",
     # numpy numbers given to operators, and a numpy function of a float argument.
@@ -217,7 +230,7 @@ class Program:
         each call)."""
         namespace = {"torch": torch, "math": math, "os": os, "np": numpy, "Color": Color, "Scale": Scale, "Wide": Wide}
         namespace.update(G=[1.0], M=types.SimpleNamespace(scale=None), C=types.ModuleType("run_config"))
-        namespace.update(L=torch.nn.ModuleList([Step()]), V=contextvars.ContextVar("factor", default=1.0))
+        namespace.update(L=torch.nn.ModuleList([Step()]), V=contextvars.ContextVar("factor", default=1.0), S=Shift())
         exec("def H(t, d=None):\n    return t if d is None else t * d\n", namespace)
         exec(_CATCHING, namespace)
         exec(self.source(instrumented=instrumented), namespace)
@@ -280,7 +293,7 @@ def programs(draw) -> Program:
 class Extras:
     """The Python values of one call: arguments after ``k``, the global ``G``, ``M.scale``, ``M.gain`` and
     ``M.offset``, the default argument of the global function ``H``, ``C.post``, the environment variable,
-    ``O``'s class, ``Narrow.factor``, the number of layers in ``L``, ``V``'s value and ``N``'s."""
+    ``O``'s class, ``Narrow.factor``, the number of layers in ``L``, ``V``'s value, ``N``'s and ``S.shift``."""
 
     n: int | None = None
     mask: bool = False  # a (3,) tensor or None
@@ -305,6 +318,7 @@ class Extras:
     layers: int = 1  # len(L)
     context: float = 1.0  # V's value
     numpy_factor: float = 0.5  # N's value, a numpy float32
+    shift: float | None = None  # S.shift, a buffer: None or a 0-d tensor
 
     def arguments(self, seed: int) -> tuple:
         mask = torch.randn(3, generator=torch.Generator().manual_seed(seed)) if self.mask else None
@@ -338,6 +352,7 @@ class Extras:
         layers.extend(Step() for _ in range(self.layers - len(layers)))
         namespace["V"].set(self.context)
         namespace["N"] = numpy.float32(self.numpy_factor)
+        namespace["S"].shift = None if self.shift is None else torch.tensor(self.shift)
 
     def python_class(self) -> tuple:
         """What the prologue checks of these values: distinct classes may need distinct programs."""
@@ -350,7 +365,7 @@ class Extras:
             self.tag,
             self.offset, self.post, self.factor,
             self.object_class, self.narrow_factor,  # (a float of a class: pinned by value)
-            self.layers, self.context, self.numpy_factor,
+            self.layers, self.context, self.numpy_factor, self.shift is None,
         )  # fmt: skip
 
 
@@ -400,6 +415,7 @@ EXTRA_VALUES = {
     "layers": st.integers(1, 3),
     "context": st.sampled_from([1.0, 2.0]),
     "numpy_factor": st.sampled_from([0.5, 2.0]),
+    "shift": st.none() | st.sampled_from([1.0, -2.0]),
 }
 
 

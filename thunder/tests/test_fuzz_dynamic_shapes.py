@@ -143,21 +143,26 @@ NAMESPACES_READ = [
 
 
 def _layers_context_and_caught_error() -> Program:
-    """A ModuleList grown or cut, a ContextVar's value and an operation's caught error: the first two reused the
-    first call's program (both caches), the last failed at the return (IndexError: pop from empty list)."""
+    """A ModuleList grown or cut, a module's buffer set from None, a ContextVar's value and an operation's caught
+    error: the first three reused the first call's program (both caches; reversed(L) raised), the last failed at
+    the return (IndexError: pop from empty list)."""
     statements = [
         "    y = torch.stack([layer(y) for layer in L]).sum(0) + L[-1](y) * len(L)",
+        "    y = torch.stack([layer(y) for layer in reversed(L)]).prod(0) + S(y)",
         "    y = y * V.get()",
         "    y = R(y)",
     ]
-    instrumented = [*statements[:2], "    path.append(y.shape[0] * y.shape[1] % 2 == 0)", statements[2]]
+    instrumented = [*statements[:3], "    path.append(y.shape[0] * y.shape[1] % 2 == 0)", statements[3]]
     return Program("\n".join(statements), "\n".join(instrumented) + SIZE_CLASSES, "y")
 
 
 LAYERS_AND_CONTEXT = [
-    (rows, Extras(layers=layers, context=context))
-    for rows, layers, context in [(3, 1, 1.0), (2, 1, 1.0), (2, 3, 1.0), (2, 2, 1.0), (3, 2, 2.0), (2, 2, 2.0)]
-]
+    (rows, Extras(layers=layers, context=context, shift=shift))
+    for rows, layers, context, shift in [
+        (3, 1, 1.0, None), (2, 1, 1.0, None), (2, 3, 1.0, None), (2, 2, 1.0, None), (3, 2, 2.0, None),
+        (2, 2, 2.0, None), (2, 2, 2.0, 1.0),
+    ]
+]  # fmt: skip
 
 
 def size_class(rows: int, cols: int, k: int) -> tuple:
