@@ -895,6 +895,26 @@ def test_gradient_present_or_missing(cache):
     assert "guard params[0].grad is None failed" in reasons[0]
 
 
+@CACHES
+def test_gradient_of_a_tensor_that_does_not_require_grad(cache):
+    """thunder drops the ``.grad`` of a tensor that does not require grad: the program read None and computed
+    ``x * 2`` where eager computed ``x + x.grad`` (0.2.6 and before this fix, either cache). It is refused, naming
+    the read, also when the first call had no gradient to read."""
+
+    def f(t):
+        return t * 2 if t.grad is None else t + t.grad
+
+    jf = thunder.jit(f, cache=cache)
+    bare = x()
+    torch.testing.assert_close(jf(bare), f(bare))
+    with_grad = x()
+    with_grad.grad = torch.ones_like(with_grad)
+    with pytest.raises(NotImplementedError, match=r"args\[0\]\.grad at .*does not require grad"):
+        jf(with_grad)
+    with pytest.raises(NotImplementedError, match="does not require grad"):
+        thunder.jit(f, cache=cache)(with_grad)
+
+
 TENSOR_CLASS_READS = {
     "isinstance(w, nn.Parameter)": lambda w: isinstance(w, nn.Parameter),
     "type(w) is torch.Tensor": lambda w: type(w) is not torch.Tensor,

@@ -111,7 +111,8 @@ def _checked_state_read(fn, *args, **kwargs):
     "(torch.get_num_threads()...) and ContextVar.get() are made again by the prologue and compared; reading a "
     "clock (time.time()) is refused with UncheckableValueError, seeding a torch generator (torch.manual_seed) "
     "with SideEffectError; a second store of an object's attribute in one trace is replayed by the epilogue; "
-    "x.is_inference() is answered and checked; reversed() walks a ModuleList or Sequential by index",
+    "x.is_inference() is answered and checked; reversed() walks a ModuleList or Sequential by index; x.grad of a "
+    "tensor with a gradient that does not require grad is refused",
     why=(
         "Guard recorders run inside NumberProxy methods that traced code reaches; interpreting them would trace "
         "them. 0.2.6's isinstance answers for a DTensor proxy as for a plain tensor, so code that unwraps "
@@ -139,7 +140,8 @@ def _checked_state_read(fn, *args, **kwargs):
         "call; `torch.manual_seed(0)` failed in the epilogue (or crashed the interpreter). `if self.total is None: "
         "self.total = zeros` then `self.total = self.total + t` left zeros in `self.total` after the call. "
         "`x.is_inference()` was the first call's answer (constant values) or failed (symbolic values); "
-        "`reversed(self.layers)` raised 'object is not reversible'."
+        "`reversed(self.layers)` raised 'object is not reversible'. thunder drops the gradient of a tensor that "
+        "does not require grad: `x.grad` read None (either cache)."
     ),
     upstream=UPSTREAM,
 )
@@ -587,8 +589,8 @@ def _tensor_introspection(lookaside):
             return wrap_const(_input_contiguity(obj))
         if unwrap(name) == "is_inference" and isinstance(value, TensorProxy) and value_guards.current():
             return wrap_const(_input_inference(obj))
-        if unwrap(name) == "grad" and isinstance(value, TensorProxy):
-            _check_grad(obj)
+        if unwrap(name) == "grad" and isinstance(value, TensorProxy) and (error := _check_grad(obj)) is not None:
+            return do_raise(error)
         if isinstance(value, NumberProxy) and _python_number_attribute(value, unwrap(name)):
             return _number_attribute(obj, unwrap(name))
         if unwrap(name) == "dtype" and isinstance(value, TensorProxy) and guard_recorder.user_code_is_calling():
@@ -608,19 +610,29 @@ def _tensor_introspection(lookaside):
     return getattr_lookaside
 
 
-def _check_grad(tensor: WrappedValue) -> None:
+def _check_grad(tensor: WrappedValue) -> Exception | None:
     """An input tensor's ``.grad`` read by the code: None (``if p.grad is None: continue``) is checked to stay None;
     a gradient is checked as a tensor (0.2.6 unpacks it without a check under constant values: a program traced
-    with a gradient ran with None)."""
+    with a gradient ran with None). The error for a gradient thunder dropped (of a tensor that does not require
+    grad: thunder read None, either cache), else None."""
     grad = tensor.value.grad
     if isinstance(grad, TensorProxy):
         get_jit_ctx().add_constraint((clang.check_tensor_shape_and_metadata, grad))
-        return
+        return None
+    real = tensor.original_value
+    if isinstance(real, torch.Tensor) and real.grad is not None:
+        return NotImplementedError(
+            f"{value_guards.describe(tensor.provenance) or tensor.value.name}.grad at "
+            f"{guard_recorder.source_location()}: the tensor has a gradient but does not require grad, and thunder "
+            "keeps the gradients of tensors that require grad only; pass the gradient as an argument, or set "
+            "requires_grad"
+        )
     read = value_guards.current()
-    if read is not None and isinstance(tensor.original_value, torch.Tensor) and tensor.original_value.grad is None:
+    if read is not None and isinstance(real, torch.Tensor):
         found = read.grad_absent(tensor.provenance, guard_recorder.source_location)
         if found is not None:
             read.check(tensor.value, found)
+    return None
 
 
 _ABSENT = object()
