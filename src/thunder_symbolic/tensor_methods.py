@@ -14,12 +14,17 @@ the tensor's interpreter wrapper, and :func:`call` calls the method on that wrap
 usual call (the symbol's lookaside, its source location): the same trace, names aside. Anything else (a name the
 class or the instance defines, ``numel``, which thunder's ``__getattr__`` special-cases, a subclass with its own
 ``__getattr__``, any other partial) takes thunder's path.
+
+The casting methods thunder's language context lacks (it has ``float`` and ``long``) are bound as ``to(dtype)``:
+0.2.6 ran ``x.half()``, ``x.bfloat16()``, ``x.double()``, ``x.int()``, ``x.bool()``... as fallbacks of torch at the
+first call's shape, so under symbolic values a program that cast an input was compiled again for every shape.
 """
 
 from __future__ import annotations
 
 import functools
 
+import torch
 from thunder.core.interpreter import (
     ProvenanceRecord,
     PseudoInst,
@@ -52,7 +57,7 @@ def bind(obj: WrappedValue, name: WrappedValue) -> WrappedValue | None:
         return None
     if any(attr in vars(base) for base in cls.__mro__) or attr in vars(tensor):
         return None
-    method = resolve_method(attr, tensor)
+    method = _CASTS.get(attr) or resolve_method(attr, tensor)
     if method is None or not callable(method):
         return None
     bound = BoundMethod(method, tensor)
@@ -67,3 +72,28 @@ def call(partial_object, *args, **kwargs):
     if type(bound) is not BoundMethod:
         return default_lookaside(functools.partial.__call__)(partial_object, *args, **kwargs)
     return _interpret_call(wrap_const(bound.func), bound.wrapped_tensor, *args, **kwargs)
+
+
+def _cast_to(dtype: torch.dtype):
+    def cast(tensor, memory_format=torch.preserve_format):
+        return tensor.to(dtype, memory_format=memory_format)
+
+    cast.__name__ = cast.__qualname__ = f"to_{str(dtype).removeprefix('torch.')}"
+    return cast
+
+
+_CASTS = {
+    name: _cast_to(dtype)
+    for name, dtype in {
+        "half": torch.float16,
+        "bfloat16": torch.bfloat16,
+        "double": torch.float64,
+        "cfloat": torch.complex64,
+        "cdouble": torch.complex128,
+        "bool": torch.bool,
+        "byte": torch.uint8,
+        "char": torch.int8,
+        "short": torch.int16,
+        "int": torch.int32,
+    }.items()
+}

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import thunder
+import thunder_symbolic
 from thunder_symbolic.guards.recorder import DataDependentError
 from thunder_symbolic.testing import check_against_eager
 
@@ -302,6 +303,50 @@ def test_contiguity_of_a_computed_tensor_is_refused():
 
     with pytest.raises(NotImplementedError, match="does not track the strides of tensors the program computes"):
         thunder.jit(f, cache="symbolic values")(x())
+
+
+def test_strides_of_an_input():
+    """0.2.6 had no ``x.stride()`` (AttributeError). An input's strides are answered and checked: a transposed
+    input is a new program, a longer one with the same strides is not."""
+
+    def f(t):
+        return t * t.stride(0) + t.stride()[-1]
+
+    jf = check_against_eager(f, [(x(3),), (x(4).t(),), (x(5),), (x(3),)], compiles=2)
+    assert "guard t.stride() == (4, 1) failed" in str(thunder_symbolic.recompile_reasons(jf)[0])
+
+
+def test_strides_of_a_computed_tensor_are_refused():
+    def f(t):
+        y = t * 2
+        return y * y.stride(0)
+
+    with pytest.raises(NotImplementedError, match="does not track the strides of tensors the program computes"):
+        thunder.jit(f, cache="symbolic values")(x())
+
+
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+def test_storage_attributes_of_tensors(cache):
+    """``itemsize``, ``nbytes`` and ``layout`` were AttributeErrors in 0.2.6, and ``element_size()`` ran as a
+    fallback at the first call's shape: a compile per shape under symbolic values."""
+
+    def f(t):
+        y = t.double()
+        strided = t.layout == torch.strided
+        return t * t.itemsize + t.nbytes + y.element_size() + y.nbytes + strided
+
+    symbolic = cache == "symbolic values"
+    check_against_eager(f, [(x(3),), (x(5),), (x(3).half(),)], cache=cache, compiles=2 if symbolic else 3)
+
+
+@pytest.mark.parametrize("method", ["half", "bfloat16", "double", "cfloat", "bool", "byte", "char", "short", "int"])
+def test_casting_methods_keep_sizes_symbolic(method):
+    """0.2.6 ran these methods as torch fallbacks at the first call's shape: a compile per shape."""
+
+    def f(t):
+        return getattr(t * 3, method)() * 2
+
+    check_against_eager(f, [(x(3),), (x(5),), (x(2, 7),)], compiles=1)
 
 
 def test_data_dependent_number_in_text_is_refused():

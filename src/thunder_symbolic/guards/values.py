@@ -321,6 +321,7 @@ _FAILS = {
     "no grad": "{o}.grad is not None",
     "not cached": "{e} in {o}",
     "inference": "{o}.is_inference() is not {e}",
+    "strides": "{o}.stride() != {e}",
     "names": "tuple(n for n, _ in getattr({o}, {e}[0])(*{e}[1], **{e}[2])) != {e}[3]",
 }
 
@@ -373,6 +374,7 @@ _SHOWN = {
     "no grad": lambda p, e: f"{p}.grad is None",
     "not cached": lambda p, e: f"{e!r} not in {p}",
     "inference": lambda p, e: f"{p}.is_inference() is {e}",
+    "strides": lambda p, e: f"{p}.stride() == {e}",
     "contiguous": lambda p, e: f"{p}.is_contiguous(memory_format={e[0]}) is {e[1]}",
     "len": lambda p, e: f"type({p}) is {e[0].__name__} and len({p}) == {e[1]}",
     "snapshot": lambda p, e: f"{p} is still {e!r}",
@@ -645,6 +647,12 @@ class ValueGuards:
         """The check that an input tensor's ``is_inference()`` still gives ``answer``, once per tensor."""
         path = describe(record)
         return self._once(path, f"{path} is inference", "inference", answer, where)
+
+    def strides(self, record: ProvenanceRecord, answer: tuple[int, ...], where: Callable[[], str]) -> tuple | None:
+        """The check that an input tensor's ``stride()`` is still ``answer``, once per tensor: thunder does not model
+        strides, so a program that reads them is one per strides (per shape, under symbolic values)."""
+        path = describe(record)
+        return self._once(path, f"strides of {path}", "strides", answer, where)
 
     def tensor_class(self, record: ProvenanceRecord, cls: type, where: Callable[[], str]) -> tuple | None:
         """The check that an input tensor is still of class ``cls`` (``isinstance(w, nn.Parameter)``, ``type(w)``:

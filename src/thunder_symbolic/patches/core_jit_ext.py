@@ -112,7 +112,8 @@ def _checked_state_read(fn, *args, **kwargs):
     "clock (time.time()) is refused with UncheckableValueError, seeding a torch generator (torch.manual_seed) "
     "with SideEffectError; a second store of an object's attribute in one trace is replayed by the epilogue; "
     "x.is_inference() is answered and checked; reversed() walks a ModuleList or Sequential by index; x.grad of a "
-    "tensor with a gradient that does not require grad is refused",
+    "tensor with a gradient that does not require grad is refused; an input's x.stride() is answered and checked; "
+    "x.itemsize, x.element_size(), x.nbytes and x.layout are answered from the dtype and symbolic sizes",
     why=(
         "Guard recorders run inside NumberProxy methods that traced code reaches; interpreting them would trace "
         "them. 0.2.6's isinstance answers for a DTensor proxy as for a plain tensor, so code that unwraps "
@@ -141,7 +142,8 @@ def _checked_state_read(fn, *args, **kwargs):
         "self.total = zeros` then `self.total = self.total + t` left zeros in `self.total` after the call. "
         "`x.is_inference()` was the first call's answer (constant values) or failed (symbolic values); "
         "`reversed(self.layers)` raised 'object is not reversible'. thunder drops the gradient of a tensor that "
-        "does not require grad: `x.grad` read None (either cache)."
+        "does not require grad: `x.grad` read None (either cache). `x.stride()`, `x.itemsize`, `x.nbytes` and "
+        "`x.layout` were AttributeErrors, and `x.element_size()` a torch fallback at the first call's shape."
     ),
     upstream=UPSTREAM,
 )
@@ -309,6 +311,45 @@ def _input_inference(tensor):
         return answer
 
     return is_inference
+
+
+def _input_strides(tensor):
+    """``x.stride()`` of an input tensor: its strides, checked by the prologue. thunder does not model strides:
+    0.2.6 had no such attribute (AttributeError)."""
+    real = tensor.original_value
+
+    @opaque
+    def stride(dim=None):
+        if not isinstance(real, torch.Tensor):
+            raise NotImplementedError(
+                f"stride() of {tensor.value.name} at {guard_recorder.source_location()}: thunder does not track the "
+                "strides of tensors the program computes; ask it of an input tensor"
+            )
+        answer = real.stride()
+        read = value_guards.current()
+        if (found := read.strides(tensor.provenance, answer, guard_recorder.source_location)) is not None:
+            read.check(tensor.value, found)
+        return answer if dim is None else answer[dim]
+
+    return stride
+
+
+def _storage_attribute(tensor: WrappedValue, name: str) -> WrappedValue:
+    """``x.itemsize``, ``x.element_size()``, ``x.nbytes`` and ``x.layout``, of the dtype (checked for an input, set
+    by the trace for a computed tensor) and symbolic sizes. 0.2.6 had no ``itemsize``, ``nbytes`` or ``layout``
+    (AttributeError), and ran ``element_size()`` as a fallback of the first call's shape: a compile per shape."""
+    itemsize = dtypes.to_torch_dtype(unwrap(tensor).dtype).itemsize
+    if name == "itemsize":
+        return wrap_const(itemsize)
+    if name == "layout":
+        return wrap_const(torch.strided)  # (thunder's tensors are dense)
+    if name == "element_size":
+        return wrap_const(opaque(functools.partial(int, itemsize)))
+    return _interpret_call(wrap_const(_nbytes), tensor, wrap_const(itemsize))
+
+
+def _nbytes(tensor, itemsize):
+    return tensor.numel() * itemsize
 
 
 def _refuse_untracked_setattr(lookaside):
@@ -579,8 +620,8 @@ def _as_torch(value):
 
 def _tensor_introspection(lookaside):
     """``x.shape.numel()`` and ``x.size().numel()`` (traced code sees a size as a tuple, which has no ``numel``),
-    ``x.is_contiguous()`` of input tensors, ``x.is_inference()``, ``x.grad`` of input tensors without one (checked
-    still None),
+    ``x.is_contiguous()`` and ``x.stride()`` of input tensors, ``x.is_inference()``, ``x.grad`` of input tensors
+    without one (checked still None), ``x.itemsize``, ``x.element_size()``, ``x.nbytes`` and ``x.layout``,
     ``x.shape`` marked a size, and in user code ``x.dtype`` as torch's dtype."""
 
     def getattr_lookaside(obj, name, *default):
@@ -589,6 +630,10 @@ def _tensor_introspection(lookaside):
             return wrap_const(_input_contiguity(obj))
         if unwrap(name) == "is_inference" and isinstance(value, TensorProxy) and value_guards.current():
             return wrap_const(_input_inference(obj))
+        if unwrap(name) == "stride" and isinstance(value, TensorProxy) and value_guards.current():
+            return wrap_const(_input_strides(obj))
+        if unwrap(name) in ("itemsize", "element_size", "nbytes", "layout") and isinstance(value, TensorProxy):
+            return _storage_attribute(obj, unwrap(name))
         if unwrap(name) == "grad" and isinstance(value, TensorProxy) and (error := _check_grad(obj)) is not None:
             return do_raise(error)
         if isinstance(value, NumberProxy) and _python_number_attribute(value, unwrap(name)):
