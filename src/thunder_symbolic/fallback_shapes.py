@@ -45,6 +45,30 @@ def _same_shape(a):
     return list(a.shape)
 
 
+def _shape_of_first(a, *args, **kwargs):
+    return list(a.shape) if isinstance(a, TensorProxy) else NotImplemented
+
+
+def _shape_of_values(sorted_sequence, values, *args, **kwargs):
+    return list(values.shape) if isinstance(values, TensorProxy) else NotImplemented
+
+
+def _kron(a, b):
+    rank = max(a.ndim, b.ndim)
+    padded_a, padded_b = [1] * (rank - a.ndim) + list(a.shape), [1] * (rank - b.ndim) + list(b.shape)
+    return [x * y for x, y in zip(padded_a, padded_b)]
+
+
+def _hstack(tensors):
+    tensors = list(tensors)
+    if not tensors or any(t.ndim != tensors[0].ndim for t in tensors) or tensors[0].ndim == 0:
+        return NotImplemented  # (torch's own error, or 0-d tensors made 1-d: the fake run decides)
+    dim = 0 if tensors[0].ndim == 1 else 1
+    shape = list(tensors[0].shape)
+    shape[dim] = sum(t.shape[dim] for t in tensors[1:]) + tensors[0].shape[dim]
+    return shape
+
+
 def _view_as_complex(a):
     return list(a.shape[:-1])
 
@@ -75,6 +99,13 @@ RULES: dict[str, Callable] = {
     "view_as_complex": _view_as_complex,
     "view_as_real": _view_as_real,
     "polar": _polar,
+    "cumprod": _shape_of_first,
+    "logcumsumexp": _shape_of_first,
+    "roll": _shape_of_first,
+    "bucketize": _shape_of_first,
+    "searchsorted": _shape_of_values,
+    "kron": _kron,
+    "hstack": _hstack,
 }
 
 

@@ -195,6 +195,23 @@ def test_fallback_op_with_a_number_argument():
     check_against_eager(f, [(x(), 1), (x(), 2), (x(), 1)], compiles=2)
 
 
+SHAPED_FALLBACK_OPS = {
+    "cumprod": lambda t: torch.cumprod(t, 0),
+    "logcumsumexp": lambda t: torch.logcumsumexp(t, 1),
+    "roll": lambda t: torch.roll(t, 1, 0),
+    "bucketize": lambda t: torch.bucketize(t, torch.tensor([-0.5, 0.0, 0.5])),
+    "searchsorted": lambda t: torch.searchsorted(torch.tensor([-0.5, 0.0, 0.5]), t),
+    "kron": lambda t: torch.kron(t, torch.ones(2, 1)),
+    "hstack": lambda t: torch.hstack([t, t[:, :1]]),
+}
+
+
+@pytest.mark.parametrize("name", SHAPED_FALLBACK_OPS)
+def test_fallback_ops_keep_sizes_symbolic(name):
+    """0.2.6 ran these torch ops as fallbacks on fake tensors of the traced sizes: a compile per shape."""
+    check_against_eager(SHAPED_FALLBACK_OPS[name], [(x(3),), (x(5),), (x(2, 6),)], compiles=1)
+
+
 def test_list_index_holding_symbolic_ints():
     def f(t, n):
         return t[[0, n]] * 2, t[[t.shape[0] - 1]]
