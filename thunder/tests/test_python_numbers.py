@@ -212,6 +212,23 @@ def test_fallback_ops_keep_sizes_symbolic(name):
     check_against_eager(SHAPED_FALLBACK_OPS[name], [(x(3),), (x(5),), (x(2, 6),)], compiles=1)
 
 
+@pytest.mark.parametrize(
+    "equation, operands",
+    [
+        ("i,j->ij", lambda t: (torch.arange(t.shape[0]) * 1.0, t[0])),  # rotary embeddings' angles
+        ("ij,kj->ik", lambda t: (t, t)),
+        ("bi,i->b", lambda t: (t, t[0])),
+    ],
+)
+def test_einsum_of_one_or_two_operands_keeps_sizes_symbolic(equation, operands):
+    """thunder's einsum asked opt_einsum for the contraction path, which read every size: a compile per shape."""
+
+    def f(t):
+        return torch.einsum(equation, *operands(t))
+
+    check_against_eager(f, [(x(3),), (x(5),), (x(4, 6),)], compiles=1)
+
+
 def test_list_index_holding_symbolic_ints():
     def f(t, n):
         return t[[0, n]] * 2, t[[t.shape[0] - 1]]

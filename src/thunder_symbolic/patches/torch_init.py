@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import types
 
 import torch
 from thunder.core import prims, utils
@@ -245,3 +246,30 @@ for _name, _rule in fallback_shapes.RULES.items():
         upstream="Lightning-AI/lightning-thunder#463",
     )(_symbolic_meta)
 del _name, _rule, _symbolic_meta
+
+
+@patch(
+    "thunder.torch:opt_einsum",
+    summary="einsum of one or two operands finds its contraction path without reading the operands' sizes",
+    why=(
+        "thunder's einsum asks opt_einsum for the contraction path with the operands, and opt_einsum reads every "
+        "size (for costs and BLAS choices thunder does not use): `torch.einsum('i,j->ij', positions, inv_freq)` "
+        "(rotary embeddings) compiled once per length under symbolic values. With one or two operands there is "
+        "only one path; with more, the path depends on the sizes, which stay pinned. Only thunder.torch's view "
+        "of opt_einsum changes."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+    rebinds=False,
+)
+def _opt_einsum(original):
+    view = types.ModuleType(original.__name__, original.__doc__)
+    view.__dict__.update(vars(original))
+    view.contract_path = functools.partial(_contract_path, original.contract_path)
+    return view
+
+
+def _contract_path(contract_path, subscripts, *operands, **kwargs):
+    """opt_einsum's ``contract_path``; for one or two operands, of stand-in shapes of their ranks."""
+    if len(operands) > 2 or kwargs.get("shapes") or not all(isinstance(op, TensorProxy) for op in operands):
+        return contract_path(subscripts, *operands, **kwargs)
+    return contract_path(subscripts, *((2,) * op.ndim for op in operands), shapes=True, **kwargs)
