@@ -15,7 +15,8 @@ usual call (the symbol's lookaside, its source location): the same trace, names 
 class or the instance defines, ``numel``, which thunder's ``__getattr__`` special-cases, a subclass with its own
 ``__getattr__``, any other partial) takes thunder's path.
 
-The casting methods thunder's language context lacks (it has ``float`` and ``long``) are bound as ``to(dtype)``:
+``x.unfold`` is :func:`thunder_symbolic.torch_composites.unfold` (thunder's ran F.unfold). The casting methods
+thunder's language context lacks (it has ``float`` and ``long``) are bound as ``to(dtype)``:
 0.2.6 ran ``x.half()``, ``x.bfloat16()``, ``x.double()``, ``x.int()``, ``x.bool()``... as fallbacks of torch at the
 first call's shape, so under symbolic values a program that cast an input was compiled again for every shape.
 """
@@ -38,6 +39,8 @@ from thunder.core.interpreter import (
 from thunder.core.langctxs import resolve_method
 from thunder.core.proxies import TensorProxy
 
+from thunder_symbolic import torch_composites
+
 __all__ = ["BoundMethod", "bind", "call"]
 
 
@@ -57,7 +60,7 @@ def bind(obj: WrappedValue, name: WrappedValue) -> WrappedValue | None:
         return None
     if any(attr in vars(base) for base in cls.__mro__) or attr in vars(tensor):
         return None
-    method = _CASTS.get(attr) or resolve_method(attr, tensor)
+    method = _METHODS.get(attr) or resolve_method(attr, tensor)
     if method is None or not callable(method):
         return None
     bound = BoundMethod(method, tensor)
@@ -97,3 +100,4 @@ _CASTS = {
         "int": torch.int32,
     }.items()
 }
+_METHODS = {**_CASTS, "unfold": torch_composites.unfold}

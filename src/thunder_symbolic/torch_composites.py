@@ -1,4 +1,4 @@
-"""torch functions thunder 0.2.6 has no operator for, written with its operators (so sizes stay symbolic).
+"""torch functions thunder 0.2.6 has no working operator for, written with its operators (so sizes stay symbolic).
 
 Traced code reaches them through the jit's lookaside table (see ``patches/core_jit_ext.py``).
 """
@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import torch
 import thunder.torch as ltorch
-from thunder.core import utils
+from thunder import clang
+from thunder.core import prims, utils
+from thunder.core.prims import get_grad, put_grad
+
+from thunder_symbolic.grad_rules import grad_rule, zero_padded
 
 __all__ = ["COMPOSITES"]
 
@@ -27,4 +31,34 @@ def eye(n, m=None, *, out=None, dtype=None, layout=torch.strided, device=None, r
     return ltorch.to(ltorch.eq(rows, columns), ltorch.maybe_get_default_dtype(dtype))
 
 
-COMPOSITES = {torch.eye: eye}
+def unfold(a, dimension, size, step):
+    """``Tensor.unfold``, its windows of ``size`` every ``step`` along ``dimension``, as thunder's primitive.
+
+    thunder's torch symbol for it is named after ``torch.nn.functional.unfold`` (its id is the first torch
+    namespace's function of that name), the id of the fallback op thunder registers for that function (im2col):
+    the torch executor ran F.unfold for it. ``x.unfold(1, 2, 1)`` of a 4-d tensor returned F.unfold's (2, 3, 42)
+    for eager's (2, 2, 4, 5, 2), under either cache, and the call failed where F.unfold's arguments are invalid."""
+    return clang.unfold(a, dimension, size, step)
+
+
+@grad_rule(prims.PrimIDs.UNFOLD)
+def _unfold_grad(a, dim, size, step):
+    """For each offset in the window, the gradient's slice at that offset is put back at the positions the windows
+    read (every ``step``-th from the offset, zeros between: ``prims.pad``'s interior padding), and the slices are
+    summed. thunder 0.2.6 has no gradient for the primitive."""
+    result = prims.unfold(a, dim, size, step)
+    g = get_grad(result)
+    dim = utils.canonicalize_dim(a.ndim, dim)
+    windows = result.shape[dim]
+    grad = None
+    for offset in range(size):
+        padding = [(0, 0, 0)] * a.ndim
+        spread = windows + (windows - 1) * (step - 1)
+        padding[dim] = (offset, a.shape[dim] - offset - spread, step - 1)
+        part = zero_padded(ltorch.select(g, -1, offset), tuple(padding))
+        grad = part if grad is None else grad + part
+    put_grad(a, grad)
+    return result
+
+
+COMPOSITES = {torch.eye: eye, torch.Tensor.unfold: unfold}

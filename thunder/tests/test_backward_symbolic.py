@@ -91,6 +91,10 @@ GRADIENT_PROGRAMS = {
     "lerp with broadcast operands": lambda x: torch.lerp(x, x[:1] * 2, x[:, :1].sigmoid()),
     # 0.2.6 paired index_put's gradients with (x, indices): the values' gradient was dropped (either cache).
     "index_put of a row": lambda x: x.index_put((torch.tensor([0, 2]),), x[1] * 3),
+    # Tensor.unfold ran F.unfold (im2col) in 0.2.6, whose gradient it took too; its primitive had no gradient.
+    "overlapping windows": lambda x: x.unfold(0, 3, 1).exp().sum(-1),
+    "windows with gaps between them": lambda x: x.unfold(0, 2, 3) * torch.arange(2.0),
+    "windows of the last dim": lambda x: x.unfold(-1, 2, 2).flatten(1).sin(),
     # 0.2.6's nll_loss backward failed: an unresolved ignore_index, a float64 total weight, a 3-D gradient made 4-D.
     "nll loss": lambda x: F.nll_loss(torch.log_softmax(x, -1), torch.arange(x.shape[0]) % x.shape[1]),
     "nll loss, weighted sum ignoring a class": lambda x: F.nll_loss(

@@ -229,6 +229,19 @@ def test_einsum_of_one_or_two_operands_keeps_sizes_symbolic(equation, operands):
     check_against_eager(f, [(x(3),), (x(5),), (x(4, 6),)], compiles=1)
 
 
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+def test_windows_of_a_tensor(cache):
+    """``x.unfold(dim, size, step)`` ran ``F.unfold`` (im2col), whose id thunder gave its symbol: a tensor of
+    another shape and other values where F.unfold's arguments happened to be valid, under either cache."""
+
+    def f(t):
+        return t.unfold(1, 2, 1) * 2, torch.Tensor.unfold(t, -1, 3, 2).sum(-1)
+
+    symbolic = cache == "symbolic values"
+    shapes = [(2, 3, 4, 5), (2, 6, 4, 5), (1, 3, 2, 7)]
+    check_against_eager(f, [(torch.randn(s),) for s in shapes], cache=cache, compiles=1 if symbolic else 3)
+
+
 def test_list_index_holding_symbolic_ints():
     def f(t, n):
         return t[[0, n]] * 2, t[[t.shape[0] - 1]]

@@ -92,7 +92,7 @@ def _checked_state_read(fn, *args, **kwargs):
 @patch(
     "thunder.core.jit_ext:_general_jit_lookaside_map",
     summary="guard recorders run natively, not interpreted; min/max of two numbers and torch.sym_max/min/sum stay "
-    "symbolic; torch.eye is traced; isinstance(dtensor, DTensor) is True for DTensor proxies; setting an "
+    "symbolic; torch.eye is traced, and Tensor.unfold as thunder's primitive; isinstance(dtensor, DTensor) is True for DTensor proxies; setting an "
     "attribute of the jitted function or module itself, or of another object it was given that is not a module, "
     "is refused with an error naming the statement; in user "
     "code, type() and isinstance() of a symbolic number answer with its Python type, str/repr/format give its "
@@ -130,7 +130,8 @@ def _checked_state_read(fn, *args, **kwargs):
         "2.12 split_module (thunderfx) builds lazy graph modules whose first call generates their code: "
         "interpreted, that failed on every graph ('MappingKeysView' has no len()); and its autograd_function_apply "
         "lost `args_tensor_mask` (KeyError for any custom autograd.Function under thunderfx). 0.2.6 has no "
-        "operator for torch.eye ('not yet supported'). Each tensor method call interpreted thunder's emulation "
+        "operator for torch.eye ('not yet supported'), and ran F.unfold for Tensor.unfold (see "
+        "thunder_symbolic.torch_composites). Each tensor method call interpreted thunder's emulation "
         "of attribute lookup, TensorProxy.__getattr__ and a partial's call: about a fifth of a compile of the "
         "inference benchmark's prefill (see thunder_symbolic.tensor_methods). `n.real`, `n.bit_length()` or "
         "`s.is_integer()` of a symbolic number failed with AttributeError. `vars` ran natively: what the code "
