@@ -15,7 +15,8 @@ usual call (the symbol's lookaside, its source location): the same trace, names 
 class or the instance defines, ``numel``, which thunder's ``__getattr__`` special-cases, a subclass with its own
 ``__getattr__``, any other partial) takes thunder's path.
 
-``x.unfold`` is :func:`thunder_symbolic.torch_composites.unfold` (thunder's ran F.unfold). The casting methods
+``x.unfold`` and ``x.tile`` are :mod:`thunder_symbolic.torch_composites`' (thunder's ran F.unfold, and a
+fallback that failed for dims given as arguments). The casting methods
 thunder's language context lacks (it has ``float`` and ``long``) are bound as ``to(dtype)``:
 0.2.6 ran ``x.half()``, ``x.bfloat16()``, ``x.double()``, ``x.int()``, ``x.bool()``... as fallbacks of torch at the
 first call's shape, so under symbolic values a program that cast an input was compiled again for every shape.
@@ -100,4 +101,4 @@ _CASTS = {
         "int": torch.int32,
     }.items()
 }
-_METHODS = {**_CASTS, "unfold": torch_composites.unfold}
+_METHODS = {**_CASTS, "unfold": torch_composites.unfold, "tile": torch_composites.tile}

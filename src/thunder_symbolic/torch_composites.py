@@ -41,6 +41,15 @@ def unfold(a, dimension, size, step):
     return clang.unfold(a, dimension, size, step)
 
 
+def tile(a, *dims):
+    """``torch.tile`` and ``x.tile``: ``repeat`` with ones put before ``dims`` shorter than ``a``'s rank. Both were
+    torch fallbacks: a compile per shape under symbolic values, and ``x.tile(2, 1)`` (dims as arguments, as
+    torch takes them) failed with a TypeError."""
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        (dims,) = dims
+    return ltorch.repeat(a, (1,) * (a.ndim - len(dims)) + tuple(dims))
+
+
 @grad_rule(prims.PrimIDs.UNFOLD)
 def _unfold_grad(a, dim, size, step):
     """For each offset in the window, the gradient's slice at that offset is put back at the positions the windows
@@ -61,4 +70,4 @@ def _unfold_grad(a, dim, size, step):
     return result
 
 
-COMPOSITES = {torch.eye: eye, torch.Tensor.unfold: unfold}
+COMPOSITES = {torch.eye: eye, torch.Tensor.unfold: unfold, torch.tile: tile, torch.Tensor.tile: tile}

@@ -203,6 +203,9 @@ SHAPED_FALLBACK_OPS = {
     "searchsorted": lambda t: torch.searchsorted(torch.tensor([-0.5, 0.0, 0.5]), t),
     "kron": lambda t: torch.kron(t, torch.ones(2, 1)),
     "hstack": lambda t: torch.hstack([t, t[:, :1]]),
+    "tile with dims as arguments": lambda t: t.tile(2, 1),  # (0.2.6: a TypeError)
+    "tile of more dims": lambda t: torch.tile(t, (2, 1, 2)),
+    "tile of fewer dims": lambda t: t.tile((3,)),
 }
 
 
