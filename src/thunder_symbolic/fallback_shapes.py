@@ -69,6 +69,47 @@ def _hstack(tensors):
     return shape
 
 
+def _reduced(a, dim, keepdim):
+    """``a``'s shape reduced over ``dim`` (None: every dim), as torch's reductions shape their results."""
+    if dim is None:
+        dims = set(range(a.ndim))
+    else:
+        dims = {utils.canonicalize_dim(a.ndim, d) for d in ((dim,) if isinstance(dim, int) else dim)} or set(
+            range(a.ndim)
+        )
+    return [1 if i in dims else size for i, size in enumerate(a.shape) if keepdim or i not in dims]
+
+
+def _vector_norm(a, ord=2, dim=None, keepdim=False, **kwargs):
+    return _reduced(a, python_value(dim), python_value(keepdim)) if isinstance(a, TensorProxy) else NotImplemented
+
+
+def _norm(a, p="fro", dim=None, keepdim=False, **kwargs):
+    if not isinstance(a, TensorProxy) or isinstance(p, str) and p != "fro":
+        return NotImplemented  # (the nuclear norm reduces two dims whatever dim says: the fake run decides)
+    return _reduced(a, python_value(dim), python_value(keepdim))
+
+
+def _cdist(x1, x2, *args, **kwargs):
+    if x1.ndim != x2.ndim or x1.ndim < 2 or not _same_shapes_of(x1.shape[:-2], x2.shape[:-2]):
+        return NotImplemented  # (broadcast batch dims: the fake run decides)
+    return [*x1.shape[:-1], x2.shape[-2]]
+
+
+def _diag(a, diagonal=0):
+    if a.ndim != 1:
+        return NotImplemented  # (a matrix's diagonal: a min of sizes, from the fake run)
+    side = a.shape[0] + abs(python_value(diagonal))
+    return [side, side]
+
+
+def _diag_embed(a, offset=0, dim1=-2, dim2=-1):
+    if (python_value(dim1), python_value(dim2)) != (-2, -1) or a.ndim == 0:
+        return NotImplemented
+    side = a.shape[-1] + abs(python_value(offset))
+    return [*a.shape[:-1], side, side]
+
+
 def _view_as_complex(a):
     return list(a.shape[:-1])
 
@@ -79,7 +120,11 @@ def _view_as_real(a):
 
 def _same_shapes(a, b) -> bool:
     """Whether ``a`` and ``b`` have the same shape (guarded: a call where they broadcast compiles anew)."""
-    return len(a.shape) == len(b.shape) and all(x == y for x, y in zip(a.shape, b.shape))
+    return _same_shapes_of(a.shape, b.shape)
+
+
+def _same_shapes_of(a: Sequence, b: Sequence) -> bool:
+    return len(a) == len(b) and all(x == y for x, y in zip(a, b))
 
 
 def _polar(magnitude, angle):
@@ -106,6 +151,11 @@ RULES: dict[str, Callable] = {
     "searchsorted": _shape_of_values,
     "kron": _kron,
     "hstack": _hstack,
+    "vector_norm": _vector_norm,
+    "norm": _norm,
+    "cdist": _cdist,
+    "diag": _diag,
+    "diag_embed": _diag_embed,
 }
 
 
