@@ -118,13 +118,19 @@ STRAIGHT = [
     "y = y + torch.arange(y.shape[1])",
     "y = y * (y.shape[0] + k)",
     "y = y * y.numel()",
-    # Sizes that stay symbolic (one program across sizes): factories, narrow, chunk, len, cat, arange, complex views.
+    # Sizes that stay symbolic (one program across sizes): factories, narrow, chunk, len, cat, arange, complex views,
+    # einsum, windows, tile, casts, storage sizes and norms.
     "y = y + torch.arange(k, k + y.shape[1])",
     "y = y.new_full((y.shape[0], 2), 0.5) + y.new_zeros(y.shape[0], 1) + y.sum(1, keepdim=True)",
     "y = torch.narrow(y, 0, y.shape[0] // 2, y.shape[0] - y.shape[0] // 2)",
     "y = y.chunk(2)[0] * 2",
     "y = y * len(y)",
     "y = y * torch.tensor(k) + torch.tensor(y.shape[0])",
+    "y = y + torch.einsum('i,j->ij', torch.arange(y.shape[0]) * 0.5, y.sum(0))"
+    " - torch.einsum('ij,kj->ik', y, y).sum(1, keepdim=True) * 0.01",
+    "y = torch.cat([y, torch.ones(2, y.shape[1])], 0).unfold(0, 2, 1).sum(-1)[: y.shape[0]] + y.tile(2, 1)[: y.shape[0]]",
+    "y = y.half().float() + y.double().float() * y.itemsize + y.nbytes % 7",
+    "y = torch.nn.functional.normalize(y, dim=-1) + torch.linalg.vector_norm(y, dim=1, keepdim=True)",
     # Sizes Python builds from a shape: a torch.Size in eager, as its type, isinstance and numel tell.
     "y = y.view(torch.Size([y.shape[0], y.shape[1]]) + (1,)).sum(-1) * (isinstance(y.shape[1:], torch.Size) + 1)",
     "y = y.reshape(y.shape[:1] + (y.shape[1],)) * (y.shape[1:].numel() if type(y.size()) is torch.Size else -1)",
