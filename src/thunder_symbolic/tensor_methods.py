@@ -16,7 +16,8 @@ class or the instance defines, ``numel``, which thunder's ``__getattr__`` specia
 ``__getattr__``, any other partial) takes thunder's path.
 
 ``x.unfold`` and ``x.tile`` are :mod:`thunder_symbolic.torch_composites`' (thunder's ran F.unfold, and a
-fallback that failed for dims given as arguments). The casting methods
+fallback that failed for dims given as arguments), and ``x.broadcast_to`` is ``expand`` (thunder had only the
+function: AttributeError). The casting methods
 thunder's language context lacks (it has ``float`` and ``long``) are bound as ``to(dtype)``:
 0.2.6 ran ``x.half()``, ``x.bfloat16()``, ``x.double()``, ``x.int()``, ``x.bool()``... as fallbacks of torch at the
 first call's shape, so under symbolic values a program that cast an input was compiled again for every shape.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import functools
 
+import thunder.torch as ltorch
 import torch
 from thunder.core.interpreter import (
     ProvenanceRecord,
@@ -101,4 +103,9 @@ _CASTS = {
         "int": torch.int32,
     }.items()
 }
-_METHODS = {**_CASTS, "unfold": torch_composites.unfold, "tile": torch_composites.tile}
+_METHODS = {
+    **_CASTS,
+    "unfold": torch_composites.unfold,
+    "tile": torch_composites.tile,
+    "broadcast_to": ltorch.expand,  # (thunder maps the function, not the method: AttributeError)
+}

@@ -396,6 +396,33 @@ def test_storage_attributes_of_tensors(cache):
     check_against_eager(f, [(x(3),), (x(5),), (x(3).half(),)], cache=cache, compiles=2 if symbolic else 3)
 
 
+def test_broadcast_to_as_a_method():
+    """thunder maps ``torch.broadcast_to`` but had no such tensor method (AttributeError)."""
+
+    def f(t):
+        return t[:1].broadcast_to(t.shape[0], t.shape[1]) * 2 + t.broadcast_to((2, *t.shape)).sum(0)
+
+    check_against_eager(f, [(x(3),), (x(5),)], compiles=1)
+
+
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+def test_layout_of_an_input_is_checked(cache):
+    """``x.layout``, ``x.is_sparse``, ``x.is_cpu`` and ``x.is_meta`` were AttributeErrors in 0.2.6. thunder takes a
+    sparse input (its checks of a tensor do not tell it from a dense one): an input's layout is checked."""
+
+    def f(t):
+        scaled = t * 2 if t.layout == torch.strided else t * 3
+        return scaled * ((2 if t.is_sparse else 1) + t.is_cpu + t.is_meta)
+
+    jf = thunder.jit(f, cache=cache)
+    dense = x(3, 3)
+    sparse = dense.to_sparse()
+    for t in (dense, sparse, dense):
+        torch.testing.assert_close(jf(t).to_dense(), f(t).to_dense())
+    assert thunder.cache_misses(jf) == 2
+    assert "guard t.layout is torch.strided failed" in str(thunder_symbolic.recompile_reasons(jf)[0])
+
+
 @pytest.mark.parametrize("method", ["half", "bfloat16", "double", "cfloat", "bool", "byte", "char", "short", "int"])
 def test_casting_methods_keep_sizes_symbolic(method):
     """0.2.6 ran these methods as torch fallbacks at the first call's shape: a compile per shape."""

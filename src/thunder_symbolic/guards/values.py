@@ -322,6 +322,7 @@ _FAILS = {
     "not cached": "{e} in {o}",
     "inference": "{o}.is_inference() is not {e}",
     "strides": "{o}.stride() != {e}",
+    "layout": "{o}.layout is not {e}",
     "names": "tuple(n for n, _ in getattr({o}, {e}[0])(*{e}[1], **{e}[2])) != {e}[3]",
 }
 
@@ -375,6 +376,7 @@ _SHOWN = {
     "not cached": lambda p, e: f"{e!r} not in {p}",
     "inference": lambda p, e: f"{p}.is_inference() is {e}",
     "strides": lambda p, e: f"{p}.stride() == {e}",
+    "layout": lambda p, e: f"{p}.layout is {e}",
     "contiguous": lambda p, e: f"{p}.is_contiguous(memory_format={e[0]}) is {e[1]}",
     "len": lambda p, e: f"type({p}) is {e[0].__name__} and len({p}) == {e[1]}",
     "snapshot": lambda p, e: f"{p} is still {e!r}",
@@ -523,9 +525,7 @@ class ValueGuards:
             self.state[key] = (id(expected), f"{_call_text(fn, args)} == {value}", where())
         return None
 
-    def guard(
-        self, value: Any, record: ProvenanceRecord, where: Callable[[], str]
-    ) -> tuple[str, int, str, str] | None:
+    def guard(self, value: Any, record: ProvenanceRecord, where: Callable[[], str]) -> tuple[str, int, str, str] | None:
         """The (kind, id of the expected object, condition, where) to check for ``value`` read through
         ``record``, once per path (the caller records it with :meth:`check`). ``where`` is asked only for a
         check: finding the source line for every value the interpreter wraps took about a second of a
@@ -653,6 +653,11 @@ class ValueGuards:
         strides, so a program that reads them is one per strides (per shape, under symbolic values)."""
         path = describe(record)
         return self._once(path, f"strides of {path}", "strides", answer, where)
+
+    def layout(self, record: ProvenanceRecord, answer: torch.layout, where: Callable[[], str]) -> tuple | None:
+        """The check that an input tensor's ``layout`` is still ``answer``, once per tensor."""
+        path = describe(record)
+        return self._once(path, f"layout of {path}", "layout", answer, where)
 
     def tensor_class(self, record: ProvenanceRecord, cls: type, where: Callable[[], str]) -> tuple | None:
         """The check that an input tensor is still of class ``cls`` (``isinstance(w, nn.Parameter)``, ``type(w)``:

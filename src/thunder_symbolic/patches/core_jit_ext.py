@@ -113,7 +113,8 @@ def _checked_state_read(fn, *args, **kwargs):
     "with SideEffectError; a second store of an object's attribute in one trace is replayed by the epilogue; "
     "x.is_inference() is answered and checked; reversed() walks a ModuleList or Sequential by index; x.grad of a "
     "tensor with a gradient that does not require grad is refused; an input's x.stride() is answered and checked; "
-    "x.itemsize, x.element_size(), x.nbytes and x.layout are answered from the dtype and symbolic sizes",
+    "x.itemsize, x.element_size(), x.nbytes, x.is_cpu and x.is_meta are answered from the dtype, device and "
+    "symbolic sizes, an input's x.layout and x.is_sparse answered and checked",
     why=(
         "Guard recorders run inside NumberProxy methods that traced code reaches; interpreting them would trace "
         "them. 0.2.6's isinstance answers for a DTensor proxy as for a plain tensor, so code that unwraps "
@@ -144,7 +145,8 @@ def _checked_state_read(fn, *args, **kwargs):
         "`x.is_inference()` was the first call's answer (constant values) or failed (symbolic values); "
         "`reversed(self.layers)` raised 'object is not reversible'. thunder drops the gradient of a tensor that "
         "does not require grad: `x.grad` read None (either cache). `x.stride()`, `x.itemsize`, `x.nbytes` and "
-        "`x.layout` were AttributeErrors, and `x.element_size()` a torch fallback at the first call's shape."
+        "`x.layout` (with `is_sparse`, `is_cpu`, `is_meta`) were AttributeErrors, and `x.element_size()` a torch "
+        "fallback at the first call's shape."
     ),
     upstream=UPSTREAM,
 )
@@ -336,17 +338,38 @@ def _input_strides(tensor):
 
 
 def _storage_attribute(tensor: WrappedValue, name: str) -> WrappedValue:
-    """``x.itemsize``, ``x.element_size()``, ``x.nbytes`` and ``x.layout``, of the dtype (checked for an input, set
-    by the trace for a computed tensor) and symbolic sizes. 0.2.6 had no ``itemsize``, ``nbytes`` or ``layout``
-    (AttributeError), and ran ``element_size()`` as a fallback of the first call's shape: a compile per shape."""
-    itemsize = dtypes.to_torch_dtype(unwrap(tensor).dtype).itemsize
+    """``x.itemsize``, ``x.element_size()`` and ``x.nbytes``, of the dtype (checked for an input, set by the trace
+    for a computed tensor) and symbolic sizes; ``x.is_cpu`` and ``x.is_meta`` of the device (the same); ``x.layout``
+    and ``x.is_sparse``: an input's, checked, and a computed tensor's strided (thunder computes dense tensors).
+    0.2.6 had none of these but ``element_size()``, which it ran as a fallback of the first call's shape: a compile
+    per shape."""
+    proxy = unwrap(tensor)
+    if name in ("layout", "is_sparse"):
+        layout = _input_layout(tensor)
+        return wrap_const(layout if name == "layout" else layout is torch.sparse_coo)
+    if name in ("is_cpu", "is_meta"):
+        return wrap_const(proxy.device.type == name.removeprefix("is_"))
+    itemsize = dtypes.to_torch_dtype(proxy.dtype).itemsize
     if name == "itemsize":
         return wrap_const(itemsize)
-    if name == "layout":
-        return wrap_const(torch.strided)  # (thunder's tensors are dense)
     if name == "element_size":
         return wrap_const(opaque(functools.partial(int, itemsize)))
     return _interpret_call(wrap_const(_nbytes), tensor, wrap_const(itemsize))
+
+
+_STORAGE_ATTRIBUTES = frozenset(("itemsize", "element_size", "nbytes", "layout", "is_sparse", "is_cpu", "is_meta"))
+
+
+def _input_layout(tensor: WrappedValue) -> torch.layout:
+    """An input tensor's layout, checked by the prologue (thunder takes a sparse input, and its checks of a tensor
+    do not tell a sparse one from a dense one); a computed tensor's, strided."""
+    real = tensor.original_value
+    if not isinstance(real, torch.Tensor):
+        return torch.strided
+    read = value_guards.current()
+    if read is not None and (found := read.layout(tensor.provenance, real.layout, guard_recorder.source_location)):
+        read.check(tensor.value, found)
+    return real.layout
 
 
 def _nbytes(tensor, itemsize):
@@ -622,8 +645,8 @@ def _as_torch(value):
 def _tensor_introspection(lookaside):
     """``x.shape.numel()`` and ``x.size().numel()`` (traced code sees a size as a tuple, which has no ``numel``),
     ``x.is_contiguous()`` and ``x.stride()`` of input tensors, ``x.is_inference()``, ``x.grad`` of input tensors
-    without one (checked still None), ``x.itemsize``, ``x.element_size()``, ``x.nbytes`` and ``x.layout``,
-    ``x.shape`` marked a size, and in user code ``x.dtype`` as torch's dtype."""
+    without one (checked still None), storage and device attributes (:func:`_storage_attribute`), ``x.shape``
+    marked a size, and in user code ``x.dtype`` as torch's dtype."""
 
     def getattr_lookaside(obj, name, *default):
         value = unwrap(obj)
@@ -633,7 +656,7 @@ def _tensor_introspection(lookaside):
             return wrap_const(_input_inference(obj))
         if unwrap(name) == "stride" and isinstance(value, TensorProxy) and value_guards.current():
             return wrap_const(_input_strides(obj))
-        if unwrap(name) in ("itemsize", "element_size", "nbytes", "layout") and isinstance(value, TensorProxy):
+        if unwrap(name) in _STORAGE_ATTRIBUTES and isinstance(value, TensorProxy):
             return _storage_attribute(obj, unwrap(name))
         if unwrap(name) == "grad" and isinstance(value, TensorProxy) and (error := _check_grad(obj)) is not None:
             return do_raise(error)
