@@ -1226,6 +1226,36 @@ def test_inference_tensors_told_apart(cache):
     assert "guard t.is_inference() is False failed" in str(thunder_symbolic.recompile_reasons(jf)[0])
 
 
+@CACHES
+def test_inference_mode_changed_inside_is_refused(cache):
+    """thunder entered ``torch.inference_mode()`` while tracing only: what the block computed required grad and was
+    no inference tensor (0.2.6, either cache). Changing the mode inside is refused, naming the line; entering the
+    mode already on runs, and its prologue checks the mode."""
+
+    def changes(t):
+        with torch.inference_mode():
+            y = t * 2
+        return y + 1
+
+    @torch.inference_mode()
+    def inner(t):
+        return t * 3
+
+    with pytest.raises(NotImplementedError, match=r"torch.inference_mode\(True\) at .* turns inference mode on"):
+        thunder.jit(changes, cache=cache)(x().requires_grad_())
+    with pytest.raises(NotImplementedError, match="turns inference mode on"):
+        thunder.jit(lambda t: inner(t) + 1, cache=cache)(x())
+
+    def keeps(t):
+        with torch.inference_mode(False):
+            return t * 2
+
+    jf = thunder.jit(keeps, cache=cache)
+    torch.testing.assert_close(jf(t := x()), keeps(t))
+    with torch.inference_mode(), pytest.raises(NotImplementedError, match=r"inference_mode\(False\) .* off"):
+        jf(x())
+
+
 SCALE = contextvars.ContextVar("scale", default=1.0)
 
 STATE_READS = {  # the check the first call's program fails: (the program's factor, set the state, states)

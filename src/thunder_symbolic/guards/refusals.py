@@ -20,7 +20,7 @@ import torch
 
 from thunder_symbolic.guards.values import SideEffectError, UncheckableValueError
 
-__all__ = ["refusal"]
+__all__ = ["inference_mode_refused", "refusal"]
 
 
 def refusal(fn: Any) -> Callable[[str], Exception] | None:
@@ -98,6 +98,17 @@ def seeding_refused(fn: Any, where: str) -> SideEffectError:
         f"{getattr(fn, '__qualname__', fn.__name__)}() at {where} sets the state of a torch random number "
         "generator; the compiled program would not set it again on later calls (eager Python does), so thunder.jit "
         "refuses to compile it. Seed outside the jitted function."
+    )
+
+
+def inference_mode_refused(mode: bool, where: str) -> NotImplementedError:
+    """The error for traced code that turns inference mode on or off: thunder enters the mode while tracing, but
+    the compiled program runs in the caller's mode (0.2.6, either cache: the tensors made inside a
+    ``torch.inference_mode()`` block required grad and were not inference tensors)."""
+    return NotImplementedError(
+        f"torch.inference_mode({mode}) at {where} turns inference mode {'on' if mode else 'off'} inside the jitted "
+        "function; thunder's compiled program would run in the caller's mode instead, so thunder.jit refuses to "
+        "compile it. Enter the mode around the call of the jitted function, or use torch.no_grad() inside it."
     )
 
 

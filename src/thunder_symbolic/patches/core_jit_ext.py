@@ -6,6 +6,7 @@ import builtins
 import contextvars
 import functools
 import operator
+import types
 from functools import partial
 from typing import Any
 
@@ -113,6 +114,7 @@ def _checked_state_read(fn, *args, **kwargs):
     "with SideEffectError; a second store of an object's attribute in one trace is replayed by the epilogue; "
     "x.is_inference() is answered and checked; reversed() walks a ModuleList or Sequential by index; x.grad of a "
     "tensor with a gradient that does not require grad is refused; an input's x.stride() is answered and checked; "
+    "torch.inference_mode() that changes the mode inside the function is refused; "
     "x.itemsize, x.element_size(), x.nbytes, x.is_cpu and x.is_meta are answered from the dtype, device and "
     "symbolic sizes, an input's x.layout and x.is_sparse answered and checked",
     why=(
@@ -146,7 +148,8 @@ def _checked_state_read(fn, *args, **kwargs):
         "`reversed(self.layers)` raised 'object is not reversible'. thunder drops the gradient of a tensor that "
         "does not require grad: `x.grad` read None (either cache). `x.stride()`, `x.itemsize`, `x.nbytes` and "
         "`x.layout` (with `is_sparse`, `is_cpu`, `is_meta`) were AttributeErrors, and `x.element_size()` a torch "
-        "fallback at the first call's shape."
+        "fallback at the first call's shape. `with torch.inference_mode():` inside the function was entered while "
+        "tracing only: what it computed required grad and was no inference tensor (either cache)."
     ),
     upstream=UPSTREAM,
 )
@@ -167,6 +170,7 @@ def _lookaside_map(original):
     lookasides[hasattr] = _presence_checked(original[hasattr])
     lookasides[vars] = _vars_lookaside
     lookasides[reversed] = _reversed_lookaside
+    lookasides[torch.autograd.grad_mode.inference_mode.__enter__] = _entering_inference_mode
     for method in ("named_parameters", "named_buffers"):
         if (fn := getattr(torch.nn.Module, method)) in original:
             lookasides[fn] = _member_names_checked(original[fn], method)
@@ -185,6 +189,29 @@ def _lookaside_map(original):
     hop = torch.ops.higher_order.autograd_function_apply
     lookasides[hop] = _autograd_function_apply_without_ctx(original[hop])
     return lookasides
+
+
+def _entering_inference_mode(context):
+    """``with torch.inference_mode(mode):`` in traced code: refused where it changes the mode (thunder entered it
+    while tracing only); where it does not, entered, and the mode checked by the prologue as a state read."""
+    mode = _interpret_call(getattr, context, wrap_const("mode"))  # (set by the interpreted __init__)
+    if mode is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
+        return mode
+    mode = unwrap(mode)
+    enabled = torch.is_inference_mode_enabled()
+    if mode != enabled:
+        return do_raise(refusals.inference_mode_refused(mode, guard_recorder.source_location()))
+    read = value_guards.current()
+    if read is not None:
+        error = read.state_read(torch.is_inference_mode_enabled, (), enabled, guard_recorder.source_location)
+        assert error is None  # (a bool)
+    return _interpret_call(wrap_const(_INFERENCE_MODE_ENTER), context)
+
+
+# inference_mode.__enter__ as a function of its own, interpreted (the context's attributes are the interpreter's)
+_INFERENCE_MODE_ENTER = types.FunctionType(
+    torch.autograd.grad_mode.inference_mode.__enter__.__code__, torch.autograd.grad_mode.__dict__
+)
 
 
 def _returns_output_tuple(graph: torch.fx.GraphModule) -> bool:
@@ -296,7 +323,8 @@ def _input_contiguity(tensor):
 
 def _input_inference(tensor):
     """``x.is_inference()``: of an input tensor, its answer, checked by the prologue; of a tensor the program
-    computes, whether inference mode is on (as eager makes it), checked as a read of that state. 0.2.6 answered
+    computes, whether inference mode is on (as eager makes it: traced code cannot change the mode, see
+    :func:`_entering_inference_mode`), checked as a read of that state. 0.2.6 answered
     for the first call under constant values and failed under symbolic values."""
     real = tensor.original_value
 
