@@ -396,6 +396,17 @@ def test_storage_attributes_of_tensors(cache):
     check_against_eager(f, [(x(3),), (x(5),), (x(3).half(),)], cache=cache, compiles=2 if symbolic else 3)
 
 
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+def test_data_of_a_tensor(cache):
+    """``x.data`` was an AttributeError in 0.2.6. It is ``x.detach()``: an in-place update of it updates ``x``."""
+
+    def scaled(t):
+        t.data.mul_(2)
+        return t.data * 3 + t
+
+    check_against_eager(scaled, [(x(3),), (x(5),)], cache=cache)
+
+
 def test_broadcast_to_as_a_method():
     """thunder maps ``torch.broadcast_to`` but had no such tensor method (AttributeError)."""
 

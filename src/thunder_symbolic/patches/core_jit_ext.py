@@ -114,7 +114,7 @@ def _checked_state_read(fn, *args, **kwargs):
     "with SideEffectError; a second store of an object's attribute in one trace is replayed by the epilogue; "
     "x.is_inference() is answered and checked; reversed() walks a ModuleList or Sequential by index; x.grad of a "
     "tensor with a gradient that does not require grad is refused; an input's x.stride() is answered and checked; "
-    "torch.inference_mode() that changes the mode inside the function is refused; "
+    "torch.inference_mode() that changes the mode inside the function is refused; x.data is x.detach(); "
     "x.itemsize, x.element_size(), x.nbytes, x.is_cpu and x.is_meta are answered from the dtype, device and "
     "symbolic sizes, an input's x.layout and x.is_sparse answered and checked",
     why=(
@@ -398,6 +398,12 @@ def _input_layout(tensor: WrappedValue) -> torch.layout:
     if read is not None and (found := read.layout(tensor.provenance, real.layout, guard_recorder.source_location)):
         read.check(tensor.value, found)
     return real.layout
+
+
+def _data(tensor):
+    """``x.data``: the tensor's values without autograd history, sharing its memory, which thunder's ``detach``
+    is (an in-place update of it updates ``x``, as eager's)."""
+    return tensor.detach()
 
 
 def _nbytes(tensor, itemsize):
@@ -686,6 +692,8 @@ def _tensor_introspection(lookaside):
             return wrap_const(_input_strides(obj))
         if unwrap(name) in _STORAGE_ATTRIBUTES and isinstance(value, TensorProxy):
             return _storage_attribute(obj, unwrap(name))
+        if unwrap(name) == "data" and isinstance(value, TensorProxy):  # (0.2.6: AttributeError)
+            return _interpret_call(wrap_const(_data), obj)
         if unwrap(name) == "grad" and isinstance(value, TensorProxy) and (error := _check_grad(obj)) is not None:
             return do_raise(error)
         if isinstance(value, NumberProxy) and _python_number_attribute(value, unwrap(name)):
