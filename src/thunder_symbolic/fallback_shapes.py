@@ -156,6 +156,7 @@ RULES: dict[str, Callable] = {
     "cdist": _cdist,
     "diag": _diag,
     "diag_embed": _diag_embed,
+    "detach": _shape_of_first,
 }
 
 
@@ -175,6 +176,14 @@ def _no_gradient(name: str) -> Callable:
 
 for _name in ("new_zeros", "new_ones", "new_empty", "new_full"):
     grad_rule(f"Tensor.{_name}")(_no_gradient(_name))
+
+
+@grad_rule("torch.detach")
+def _detach_grad(a):
+    """None: no gradient flows through a detached tensor. 0.2.6's fake run of torch's vjp gave ``a`` a gradient of
+    zeros where eager leaves it None, so ``t * w.detach()`` (or ``w.data``) gave the parameter ``w`` a zero
+    gradient, which an optimizer then steps (weight decay, momentum), unlike eager's."""
+    return _symbol("detach")(a)
 
 
 @grad_rule("torch.narrow")

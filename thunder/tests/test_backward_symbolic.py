@@ -104,6 +104,40 @@ GRADIENT_PROGRAMS = {
 }
 
 
+DETACHED_READS = {
+    "detached": lambda t, w: (t * w.detach()).exp(),
+    "its data": lambda t, w: t * w.data + 1,
+    "detached and not": lambda t, w: t * w.detach() + t * w * 3,
+    "a detached product": lambda t, w: (t * w).detach() * t + w.data.sum(),
+}
+
+
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+@pytest.mark.parametrize("name", DETACHED_READS)
+def test_a_parameter_read_detached_gets_no_gradient(name, cache):
+    """0.2.6's gradient of ``detach`` (a fake run of torch's vjp) was zeros: a parameter read only detached got a
+    zero ``.grad`` where eager leaves it None (an optimizer then steps it: weight decay, momentum), and an output
+    computed only from it required grad, either cache."""
+    fn = DETACHED_READS[name]
+    jf = thunder.jit(fn, cache=cache)
+    for rows in (3, 5):
+        t = torch.randn(rows, 4, requires_grad=True)
+        w = torch.nn.Parameter(torch.randn(4))
+        t_ref, w_ref = t.detach().clone().requires_grad_(), torch.nn.Parameter(w.detach().clone())
+        out, expected = jf(t, w), fn(t_ref, w_ref)
+        torch.testing.assert_close(out, expected)
+        cotangent = torch.randn_like(expected)
+        out.backward(cotangent)
+        expected.backward(cotangent)
+        torch.testing.assert_close(t.grad, t_ref.grad)
+        assert (w.grad is None) == (w_ref.grad is None), (w.grad, w_ref.grad)
+        if w_ref.grad is not None:
+            torch.testing.assert_close(w.grad, w_ref.grad)
+    w = torch.nn.Parameter(torch.randn(4))
+    assert not thunder.jit(lambda t: t * w.detach(), cache=cache)(torch.randn(3, 4)).requires_grad
+    assert thunder.cache_misses(jf) == (1 if cache == "symbolic values" else 2)
+
+
 def test_a_broadcasting_polar_gets_eager_gradients():
     """Its forward is the fake run (one program per shape); its gradient sums over the broadcast dim."""
     check_gradients(lambda x: torch.view_as_real(torch.polar(x[:1].abs(), x)), SHAPES, compiles=len(set(SHAPES)))
