@@ -41,10 +41,6 @@ def _new_full(a, size, fill_value, **kwargs):
     return list(size)
 
 
-def _same_shape(a):
-    return list(a.shape)
-
-
 def _shape_of_first(a, *args, **kwargs):
     return list(a.shape) if isinstance(a, TensorProxy) else NotImplemented
 
@@ -138,9 +134,9 @@ RULES: dict[str, Callable] = {
     "new_ones": _new_tensor,
     "new_empty": _new_tensor,
     "new_full": _new_full,
-    "conj": _same_shape,
-    "conj_physical": _same_shape,
-    "resolve_conj": _same_shape,
+    "conj": _shape_of_first,
+    "conj_physical": _shape_of_first,
+    "resolve_conj": _shape_of_first,
     "view_as_complex": _view_as_complex,
     "view_as_real": _view_as_real,
     "polar": _polar,

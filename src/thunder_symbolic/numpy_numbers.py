@@ -38,11 +38,16 @@ def as_python(wrapped: Any) -> Any:
 
 def taking_python_numbers(lookaside):
     """``lookaside`` (of a thunder operator) given its numpy number arguments as Python numbers."""
+    return _converting(lookaside, as_python)
 
-    def lookaside_of_python_numbers(*args, **kwargs):
-        return lookaside(*map(as_python, args), **{key: as_python(value) for key, value in kwargs.items()})
 
-    return lookaside_of_python_numbers
+def _converting(fn, convert):
+    """``fn`` called with ``convert`` applied to each argument."""
+
+    def call(*args, **kwargs):
+        return fn(*map(convert, args), **{key: convert(value) for key, value in kwargs.items()})
+
+    return call
 
 
 def is_numpy_function(fn: Any) -> bool:
@@ -57,7 +62,4 @@ def of_pinned_numbers(fn):
     def pinned(value):
         return guard_recorder.python_value(value) if isinstance(value, NumberProxy) else value
 
-    def call(*args, **kwargs):
-        return fn(*map(pinned, args), **{key: pinned(value) for key, value in kwargs.items()})
-
-    return interpreter_needs_wrap(call)
+    return interpreter_needs_wrap(_converting(fn, pinned))

@@ -17,10 +17,10 @@ class or the instance defines, ``numel``, which thunder's ``__getattr__`` specia
 
 ``x.unfold`` and ``x.tile`` are :mod:`thunder_symbolic.torch_composites`' (thunder's ran F.unfold, and a
 fallback that failed for dims given as arguments), and ``x.broadcast_to`` is ``expand`` (thunder had only the
-function: AttributeError). The casting methods
-thunder's language context lacks (it has ``float`` and ``long``) are bound as ``to(dtype)``:
-0.2.6 ran ``x.half()``, ``x.bfloat16()``, ``x.double()``, ``x.int()``, ``x.bool()``... as fallbacks of torch at the
-first call's shape, so under symbolic values a program that cast an input was compiled again for every shape.
+function: AttributeError). The casting methods thunder's language context lacks (it has ``float`` and ``long``)
+are bound as ``to(dtype)``: 0.2.6 ran ``x.half()``, ``x.bfloat16()``, ``x.double()``, ``x.int()``, ``x.bool()``...
+as fallbacks of torch at the first call's shape, so under symbolic values a program that cast an input was
+compiled again for every shape.
 """
 
 from __future__ import annotations

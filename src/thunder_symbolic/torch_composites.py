@@ -59,10 +59,10 @@ def _unfold_grad(a, dim, size, step):
     g = get_grad(result)
     dim = utils.canonicalize_dim(a.ndim, dim)
     windows = result.shape[dim]
+    spread = windows + (windows - 1) * (step - 1)  # (from the first window's start to the last's)
     grad = None
     for offset in range(size):
         padding = [(0, 0, 0)] * a.ndim
-        spread = windows + (windows - 1) * (step - 1)
         padding[dim] = (offset, a.shape[dim] - offset - spread, step - 1)
         part = zero_padded(ltorch.select(g, -1, offset), tuple(padding))
         grad = part if grad is None else grad + part

@@ -131,6 +131,8 @@ STRAIGHT = [
     "y = torch.cat([y, torch.ones(2, y.shape[1])], 0).unfold(0, 2, 1).sum(-1)[: y.shape[0]] + y.tile(2, 1)[: y.shape[0]]",
     "y = y.half().float() + y.double().float() * y.itemsize + y.nbytes % 7",
     "y = torch.nn.functional.normalize(y, dim=-1) + torch.linalg.vector_norm(y, dim=1, keepdim=True)",
+    # No gradient through a detached tensor; an input's layout, checked.
+    "y = y * y.detach().mean() + y.data * 0.5 + (x.layout == torch.strided and not x.is_sparse)",
     # Sizes Python builds from a shape: a torch.Size in eager, as its type, isinstance and numel tell.
     "y = y.view(torch.Size([y.shape[0], y.shape[1]]) + (1,)).sum(-1) * (isinstance(y.shape[1:], torch.Size) + 1)",
     "y = y.reshape(y.shape[:1] + (y.shape[1],)) * (y.shape[1:].numel() if type(y.size()) is torch.Size else -1)",

@@ -513,9 +513,9 @@ class ValueGuards:
         attributes the program may read: no check reaches them)."""
         if not (_plain(result) or isinstance(result, _IDENTITY_TYPES)):
             return UncheckableValueError(
-                f"{_call_text(fn, args)} at {where()} returns a {type(result).__name__}, which thunder.jit cannot check on later "
-                "calls (what the program reads of it is not reachable from the inputs), so it refuses to compile it. "
-                "Pass the value as an argument instead."
+                f"{_call_text(fn, args)} at {where()} returns a {type(result).__name__}, which thunder.jit cannot "
+                "check on later calls (what the program reads of it is not reachable from the inputs), so it refuses "
+                "to compile it. Pass the value as an argument instead."
             )
         key = (fn, *map(id, args))
         if key not in self.state:
@@ -643,33 +643,15 @@ class ValueGuards:
         shown = "tensor" if path is None else user_path(path, self.fn)
         return "contiguous", id(expected), render("contiguous", expected, shown), where
 
-    def inference(self, record: ProvenanceRecord, answer: bool, where: Callable[[], str]) -> tuple | None:
-        """The check that an input tensor's ``is_inference()`` still gives ``answer``, once per tensor."""
+    def input_tensor(
+        self, record: ProvenanceRecord, kind: str, expected: Any, where: Callable[[], str]
+    ) -> tuple | None:
+        """The check ``kind`` (``"type"``, ``"no grad"``, ``"inference"``, ``"strides"``, ``"layout"``) that an input
+        tensor read through ``record`` still answers ``expected``, once per tensor and kind: thunder's own check of a
+        tensor covers its shape, device, dtype and requires_grad only (a gradient it lacked was None to the trace,
+        its strides are not modelled, a sparse tensor passes as a dense one)."""
         path = describe(record)
-        return self._once(path, f"{path} is inference", "inference", answer, where)
-
-    def strides(self, record: ProvenanceRecord, answer: tuple[int, ...], where: Callable[[], str]) -> tuple | None:
-        """The check that an input tensor's ``stride()`` is still ``answer``, once per tensor: thunder does not model
-        strides, so a program that reads them is one per strides (per shape, under symbolic values)."""
-        path = describe(record)
-        return self._once(path, f"strides of {path}", "strides", answer, where)
-
-    def layout(self, record: ProvenanceRecord, answer: torch.layout, where: Callable[[], str]) -> tuple | None:
-        """The check that an input tensor's ``layout`` is still ``answer``, once per tensor."""
-        path = describe(record)
-        return self._once(path, f"layout of {path}", "layout", answer, where)
-
-    def tensor_class(self, record: ProvenanceRecord, cls: type, where: Callable[[], str]) -> tuple | None:
-        """The check that an input tensor is still of class ``cls`` (``isinstance(w, nn.Parameter)``, ``type(w)``:
-        thunder checks a tensor's metadata, not its class), once per tensor."""
-        path = describe(record)
-        return self._once(path, f"class of {path}", "type", cls, where)
-
-    def grad_absent(self, record: ProvenanceRecord, where: Callable[[], str]) -> tuple | None:
-        """The check that an input tensor still has no ``.grad`` (thunder unpacks a gradient the tensor has, and
-        checks it as a tensor; one it lacked was None to the trace, unchecked), once per tensor."""
-        path = describe(record)
-        return self._once(path, f"{path} has no grad", "no grad", None, where)
+        return self._once(path, f"{kind} of {path}", kind, expected, where)
 
     def note_call(self, fn: Any, args: tuple, where: Callable[[], str]) -> None:
         """Remember where traced code calls a mutating method of a watched container (to name the statement)."""

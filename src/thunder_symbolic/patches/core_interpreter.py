@@ -273,9 +273,7 @@ def _opcode_handlers(original):
             stack[-2] = numpy_numbers.as_python(left)
         elif numpy_numbers.is_numpy_number(right) and isinstance(unwrap(left), Proxy):
             stack[-1] = numpy_numbers.as_python(right)
-        sized = inst.arg in sizes.SIZE_OPS and (
-            sizes.is_size(stack.getitem_wrapped(-2)) or sizes.is_size(stack.getitem_wrapped(-1))
-        )
+        sized = inst.arg in sizes.SIZE_OPS and (sizes.is_size(left) or sizes.is_size(right))
         return _marking_a_size(sized, binary_op(inst, stack=stack, **kwargs), stack)
 
     handlers = {"BINARY_SUBSCR": binary_subscr_handler, "BINARY_SLICE": binary_slice_handler}

@@ -93,11 +93,11 @@ def _checked_state_read(fn, *args, **kwargs):
 @patch(
     "thunder.core.jit_ext:_general_jit_lookaside_map",
     summary="guard recorders run natively, not interpreted; min/max of two numbers and torch.sym_max/min/sum stay "
-    "symbolic; torch.eye is traced, and Tensor.unfold as thunder's primitive; isinstance(dtensor, DTensor) is True for DTensor proxies; setting an "
-    "attribute of the jitted function or module itself, or of another object it was given that is not a module, "
-    "is refused with an error naming the statement; in user "
-    "code, type() and isinstance() of a symbolic number answer with its Python type, str/repr/format give its "
-    "digits (pinned), in containers too; a shape (x.shape, x.size(), its slices and sums, torch.Size(...) of "
+    "symbolic; torch.eye is traced, and Tensor.unfold as thunder's primitive; isinstance(dtensor, DTensor) is True "
+    "for DTensor proxies; setting an attribute of the jitted function or module itself, or of another object it "
+    "was given that is not a module, is refused with an error naming the statement; in user code, type() and "
+    "isinstance() of a symbolic number answer with its Python type, str/repr/format give its digits (pinned), in "
+    "containers too; a shape (x.shape, x.size(), its slices and sums, torch.Size(...) of "
     "symbolic dims, which stays symbolic) is a torch.Size to type(), isinstance(), str/repr and .numel(); "
     "thunder's dtypes and devices are torch's to them too, and a tensor's dtype is torch's; "
     "torch.fx generates a lazy graph module's code natively; a custom Function's C apply (torch >= 2.13) "
@@ -198,13 +198,8 @@ def _entering_inference_mode(context):
     if mode is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
         return mode
     mode = unwrap(mode)
-    enabled = torch.is_inference_mode_enabled()
-    if mode != enabled:
+    if mode != _inference_mode_read():
         return do_raise(refusals.inference_mode_refused(mode, guard_recorder.source_location()))
-    read = value_guards.current()
-    if read is not None:
-        error = read.state_read(torch.is_inference_mode_enabled, (), enabled, guard_recorder.source_location)
-        assert error is None  # (a bool)
     return _interpret_call(wrap_const(_INFERENCE_MODE_ENTER), context)
 
 
@@ -307,14 +302,11 @@ def _input_contiguity(tensor):
 
     @opaque
     def is_contiguous(memory_format=torch.contiguous_format):
-        where = guard_recorder.source_location()
         if not isinstance(real, torch.Tensor):
-            raise NotImplementedError(
-                f"is_contiguous() of {tensor.value.name} at {where}: thunder does not track the strides of "
-                "tensors the program computes; ask it of an input tensor, or call .contiguous()"
-            )
+            raise _strides_not_tracked("is_contiguous()", tensor)
         answer = real.is_contiguous(memory_format=memory_format)
         read = value_guards.current()
+        where = guard_recorder.source_location()
         read.check(tensor.value, read.contiguity(tensor.provenance, memory_format, answer, where))
         return answer
 
@@ -330,16 +322,9 @@ def _input_inference(tensor):
 
     @opaque
     def is_inference():
-        read = value_guards.current()
         if not isinstance(real, torch.Tensor):
-            answer = torch.is_inference_mode_enabled()
-            error = read.state_read(torch.is_inference_mode_enabled, (), answer, guard_recorder.source_location)
-            assert error is None  # (a bool)
-            return answer
-        answer = real.is_inference()
-        if (found := read.inference(tensor.provenance, answer, guard_recorder.source_location)) is not None:
-            read.check(tensor.value, found)
-        return answer
+            return _inference_mode_read()
+        return _checked_answer(tensor, "inference", real.is_inference())
 
     return is_inference
 
@@ -352,17 +337,38 @@ def _input_strides(tensor):
     @opaque
     def stride(dim=None):
         if not isinstance(real, torch.Tensor):
-            raise NotImplementedError(
-                f"stride() of {tensor.value.name} at {guard_recorder.source_location()}: thunder does not track the "
-                "strides of tensors the program computes; ask it of an input tensor"
-            )
-        answer = real.stride()
-        read = value_guards.current()
-        if (found := read.strides(tensor.provenance, answer, guard_recorder.source_location)) is not None:
-            read.check(tensor.value, found)
+            raise _strides_not_tracked("stride()", tensor)
+        answer = _checked_answer(tensor, "strides", real.stride())
         return answer if dim is None else answer[dim]
 
     return stride
+
+
+def _strides_not_tracked(read: str, tensor: WrappedValue) -> NotImplementedError:
+    return NotImplementedError(
+        f"{read} of {tensor.value.name} at {guard_recorder.source_location()}: thunder does not track the strides of "
+        "tensors the program computes; ask it of an input tensor"
+    )
+
+
+def _checked_answer(tensor: WrappedValue, kind: str, answer: Any) -> Any:
+    """``answer``, of the input tensor ``tensor``, checked by the prologue as ``kind`` (once per tensor)."""
+    read = value_guards.current()
+    if read is not None:
+        found = read.input_tensor(tensor.provenance, kind, answer, guard_recorder.source_location)
+        if found is not None:
+            read.check(tensor.value, found)
+    return answer
+
+
+def _inference_mode_read() -> bool:
+    """Whether inference mode is on, checked by the prologue as a read of that state."""
+    enabled = torch.is_inference_mode_enabled()
+    read = value_guards.current()
+    if read is not None:
+        error = read.state_read(torch.is_inference_mode_enabled, (), enabled, guard_recorder.source_location)
+        assert error is None  # (a bool)
+    return enabled
 
 
 def _storage_attribute(tensor: WrappedValue, name: str) -> WrappedValue:
@@ -387,17 +393,15 @@ def _storage_attribute(tensor: WrappedValue, name: str) -> WrappedValue:
 
 _STORAGE_ATTRIBUTES = frozenset(("itemsize", "element_size", "nbytes", "layout", "is_sparse", "is_cpu", "is_meta"))
 
+# Methods of an input tensor answered from the tensor and checked by the prologue (made by the input's wrapper).
+_INPUT_ANSWERS = {"is_contiguous": _input_contiguity, "is_inference": _input_inference, "stride": _input_strides}
+
 
 def _input_layout(tensor: WrappedValue) -> torch.layout:
     """An input tensor's layout, checked by the prologue (thunder takes a sparse input, and its checks of a tensor
     do not tell a sparse one from a dense one); a computed tensor's, strided."""
     real = tensor.original_value
-    if not isinstance(real, torch.Tensor):
-        return torch.strided
-    read = value_guards.current()
-    if read is not None and (found := read.layout(tensor.provenance, real.layout, guard_recorder.source_location)):
-        read.check(tensor.value, found)
-    return real.layout
+    return _checked_answer(tensor, "layout", real.layout) if isinstance(real, torch.Tensor) else torch.strided
 
 
 def _data(tensor):
@@ -614,11 +618,8 @@ def _eager_tensor(tensor: WrappedValue):
 
 
 def _check_tensor_class(tensor: WrappedValue) -> None:
-    read = value_guards.current()
-    if read is not None and isinstance(tensor.original_value, torch.Tensor):
-        found = read.tensor_class(tensor.provenance, type(tensor.original_value), guard_recorder.source_location)
-        if found is not None:
-            read.check(tensor.value, found)
+    if isinstance(tensor.original_value, torch.Tensor):
+        _checked_answer(tensor, "type", type(tensor.original_value))
 
 
 def _min_max_of_two_numbers(builtin, op, *args, **kwargs):
@@ -683,32 +684,29 @@ def _tensor_introspection(lookaside):
     marked a size, and in user code ``x.dtype`` as torch's dtype."""
 
     def getattr_lookaside(obj, name, *default):
-        value = unwrap(obj)
-        if unwrap(name) == "is_contiguous" and isinstance(value, TensorProxy) and value_guards.current():
-            return wrap_const(_input_contiguity(obj))
-        if unwrap(name) == "is_inference" and isinstance(value, TensorProxy) and value_guards.current():
-            return wrap_const(_input_inference(obj))
-        if unwrap(name) == "stride" and isinstance(value, TensorProxy) and value_guards.current():
-            return wrap_const(_input_strides(obj))
-        if unwrap(name) in _STORAGE_ATTRIBUTES and isinstance(value, TensorProxy):
-            return _storage_attribute(obj, unwrap(name))
-        if unwrap(name) == "data" and isinstance(value, TensorProxy):  # (0.2.6: AttributeError)
-            return _interpret_call(wrap_const(_data), obj)
-        if unwrap(name) == "grad" and isinstance(value, TensorProxy) and (error := _check_grad(obj)) is not None:
-            return do_raise(error)
-        if isinstance(value, NumberProxy) and _python_number_attribute(value, unwrap(name)):
-            return _number_attribute(obj, unwrap(name))
-        if unwrap(name) == "dtype" and isinstance(value, TensorProxy) and guard_recorder.user_code_is_calling():
-            result = lookaside(obj, name, *default)
-            if isinstance(result, WrappedValue):  # torch's dtype, which `x.dtype is torch.float32` compares
-                return wrap(_as_torch(unwrap(result)), provenance=result.provenance)
-            return result
-        if unwrap(name) == "numel" and sizes.is_size(obj) and all(isinstance(d, (int, IntegerProxy)) for d in value):
+        value, attr = unwrap(obj), unwrap(name)
+        if isinstance(value, TensorProxy) and type(attr) is str:
+            if attr in _INPUT_ANSWERS and value_guards.current():
+                return wrap_const(_INPUT_ANSWERS[attr](obj))
+            if attr in _STORAGE_ATTRIBUTES:
+                return _storage_attribute(obj, attr)
+            if attr == "data":  # (0.2.6: AttributeError)
+                return _interpret_call(wrap_const(_data), obj)
+            if attr == "grad" and (error := _check_grad(obj)) is not None:
+                return do_raise(error)
+            if attr == "dtype" and guard_recorder.user_code_is_calling():
+                result = lookaside(obj, name, *default)
+                if isinstance(result, WrappedValue):  # torch's dtype, which `x.dtype is torch.float32` compares
+                    return wrap(_as_torch(unwrap(result)), provenance=result.provenance)
+                return result
+        elif isinstance(value, NumberProxy) and _python_number_attribute(value, attr):
+            return _number_attribute(obj, attr)
+        if attr == "numel" and sizes.is_size(obj) and all(isinstance(d, (int, IntegerProxy)) for d in value):
             return wrap_const(partial(functools.reduce, operator.mul, value, 1))
         if (method := tensor_methods.bind(obj, name)) is not None:
             return method
         result = lookaside(obj, name, *default)
-        if unwrap(name) == "shape" and isinstance(value, TensorProxy) and isinstance(result, WrappedValue):
+        if attr == "shape" and isinstance(value, TensorProxy) and isinstance(result, WrappedValue):
             sizes.mark(result)  # (its wrapper may be one the interpreter made earlier, from another read)
         return result
 
@@ -732,11 +730,8 @@ def _check_grad(tensor: WrappedValue) -> Exception | None:
             "keeps the gradients of tensors that require grad only; pass the gradient as an argument, or set "
             "requires_grad"
         )
-    read = value_guards.current()
-    if read is not None and isinstance(real, torch.Tensor):
-        found = read.grad_absent(tensor.provenance, guard_recorder.source_location)
-        if found is not None:
-            read.check(tensor.value, found)
+    if isinstance(real, torch.Tensor):
+        _checked_answer(tensor, "no grad", None)
     return None
 
 
