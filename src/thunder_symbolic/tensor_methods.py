@@ -15,6 +15,10 @@ usual call (the symbol's lookaside, its source location): the same trace, names 
 class or the instance defines, ``numel``, which thunder's ``__getattr__`` special-cases, a subclass with its own
 ``__getattr__``, any other partial) takes thunder's path.
 
+A method thunder registers as a plain function rather than a symbol (its DTensor dispatchers) is bound as the
+torch function thunder maps to it (``torch.Tensor.mul``), which the jit calls natively: see
+:func:`_mapped_torch_function`.
+
 ``x.unfold`` and ``x.tile`` are :mod:`thunder_symbolic.torch_composites`' (thunder's ran F.unfold, and a
 fallback that failed for dims given as arguments), and ``x.broadcast_to`` is ``expand`` (thunder had only the
 function: AttributeError). The casting methods thunder's language context lacks (it has ``float`` and ``long``)
@@ -39,8 +43,10 @@ from thunder.core.interpreter import (
     wrap,
     wrap_const,
 )
+from thunder.core.jit_ext import _general_jit_lookaside_map
 from thunder.core.langctxs import resolve_method
 from thunder.core.proxies import TensorProxy
+from thunder.core.symbol import Symbol
 
 from thunder_symbolic import torch_composites
 
@@ -66,9 +72,23 @@ def bind(obj: WrappedValue, name: WrappedValue) -> WrappedValue | None:
     method = _METHODS.get(attr) or resolve_method(attr, tensor)
     if method is None or not callable(method):
         return None
+    if not isinstance(method, Symbol) and _mapped_torch_function(attr) is method:
+        method = getattr(torch.Tensor, attr)  # (called as thunder calls the torch function: natively)
     bound = BoundMethod(method, tensor)
     bound.wrapped_tensor = obj
     return wrap(bound, provenance=ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[obj.provenance, name.provenance]))
+
+
+def _mapped_torch_function(attr: str):
+    """What thunder maps ``torch.Tensor.<attr>`` to. Where that is the method itself but not a symbol (the DTensor
+    dispatchers thunder registers for ``add``, ``mul``, ``reshape``, ``transpose``, ``exp``, ``neg`` and
+    ``reciprocal``), the method is bound as the torch function: the jit calls that natively, as it calls
+    ``torch.mul(...)``, where it interpreted the method, its ``tree_flatten`` included (10 to 30 ms a call; the
+    inference benchmark's prefill graph makes 24 such calls)."""
+    torch_function = getattr(torch.Tensor, attr, None)
+    if torch_function is None or torch_function not in _general_jit_lookaside_map:
+        return None
+    return ltorch._torch_to_thunder_function_map.get(torch_function)
 
 
 def call(partial_object, *args, **kwargs):

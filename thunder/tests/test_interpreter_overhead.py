@@ -59,6 +59,49 @@ def test_tensor_methods_are_bound_and_called_without_interpreting_a_frame():
     assert frames.count("partial_call_lookaside.<locals>.partial_call_impl") == 1  # the user's own partial
 
 
+def interpreted_functions(fn, *args) -> set[str]:
+    """The functions whose lines the interpreter ran when tracing ``fn(*args)``."""
+    logged = thunder.jit(fn, debug_options=thunder.DebugOptions(record_interpreter_history=True))
+    torch.testing.assert_close(logged(*args), fn(*args))
+    log = thunder.last_interpreter_log(logged)
+    return {entry["fn"] for entry in log if isinstance(entry, dict) and entry.get("kind") == "Line"}
+
+
+def test_methods_thunder_dispatches_for_dtensors_are_called_as_their_torch_functions():
+    """thunder registers a Python dispatcher (DTensor or not) as the method `add`, `mul`, `reshape`, `transpose`,
+    `exp`, `neg` and `reciprocal`; 0.2.6 interpreted it at each call (its `tree_flatten` too: tens of
+    milliseconds a call, most of the inference benchmark's tracing), where `torch.mul(...)` runs it natively."""
+
+    def f(t, u):
+        s = t.mul(u).add(u, alpha=2).reshape(t.shape[1], -1).transpose(0, 1).exp().neg().reciprocal()
+        return s + t.add(1.5).mul(2).neg()
+
+    jf = thunder.jit(f, cache="symbolic values")
+    for n in (3, 5, 7):
+        torch.testing.assert_close(jf(t := torch.randn(2, n), u := torch.randn(2, n)), f(t, u))
+    assert thunder.cache_misses(jf) == 1
+    frames = interpreted_functions(f, t, u)
+    assert any(frame.endswith("<locals>.f") for frame in frames)
+    assert not [frame for frame in frames if "dispatch_to_impl" in frame or frame == "tree_flatten"]
+
+
+def test_reading_numel_interprets_no_import():
+    """`t.numel()` reads the attribute through thunder's `TensorProxy.__getattr__`, whose patch looks up (once,
+    natively) which upstream functions compare the attribute with a number; the jit interpreted that lookup, its
+    imports included, at every read (about 0.4 s)."""
+
+    def f(t):
+        return t * t.numel()
+
+    jf = thunder.jit(f, cache="symbolic values")
+    for n in (3, 5):
+        torch.testing.assert_close(jf(t := torch.randn(2, n)), f(t))
+    assert thunder.cache_misses(jf) == 1
+    frames = interpreted_functions(f, t)
+    assert any(frame.endswith("<locals>.f") for frame in frames)
+    assert not [frame for frame in frames if frame in ("_numel_comparers", "import_module", "_gcd_import")]
+
+
 def test_what_a_tensor_defines_or_thunder_special_cases_is_read_as_before():
     def f(t):
         return t.float() * t.numel() + t.shape[0] + t.mT.sum() + getattr(t, "not_an_attribute", 2)

@@ -320,9 +320,12 @@ _NUMEL_COMPARERS = (
 )
 
 
+@opaque
 @functools.cache
 def _numel_comparers() -> frozenset:
-    """The code objects of ``_NUMEL_COMPARERS`` (a symbol's: its meta's, unwrapped)."""
+    """The code objects of ``_NUMEL_COMPARERS`` (a symbol's: its meta's, unwrapped). Opaque: traced code that reads
+    ``x.numel`` interprets the ``__getattr__`` below, and the jit runs a cached function's body uncached, which
+    interpreted the imports here at every read (about 0.4 s each)."""
     codes = set()
     for module_name, name in _NUMEL_COMPARERS:
         fn = getattr(importlib.import_module(module_name), name)
