@@ -102,6 +102,61 @@ def test_reading_numel_interprets_no_import():
     assert not [frame for frame in frames if frame in ("_numel_comparers", "import_module", "_gcd_import")]
 
 
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+        self.act = torch.nn.ReLU()
+
+    def forward(self, t):
+        return self.act(self.linear(t)) * t.shape[0]
+
+
+def test_a_module_call_without_hooks_is_traced_as_its_forward():
+    """0.2.6 interpreted torch's `Module._wrapped_call_impl` and `_call_impl` at every module call (eight hook
+    dicts read and tested with an interpreted `bool`): about a third of a small decoder's tracing."""
+    model = Scaled()
+    jm = thunder.jit(model, cache="symbolic values")
+    with torch.no_grad():
+        for n in (2, 3, 5):
+            torch.testing.assert_close(jm(t := torch.randn(n, 4)), model(t))
+    assert thunder.cache_misses(jm) == 1
+    frames = interpreted_functions(model, t)
+    assert {"Scaled.forward", "Linear.forward", "ReLU.forward"} <= frames
+    assert not frames & {"Module._call_impl", "Module._wrapped_call_impl"}
+
+
+@pytest.mark.parametrize("where", ["module", "global"])
+def test_a_module_with_hooks_when_traced_runs_them(where):
+    model = Scaled()
+
+    def hook(module, args, output):
+        return output + 100.0 if isinstance(module, torch.nn.ReLU) else output
+
+    register = (
+        model.act.register_forward_hook if where == "module" else torch.nn.modules.module.register_module_forward_hook
+    )
+    handle = register(hook)
+    try:
+        jm = thunder.jit(model, cache="symbolic values")
+        with torch.no_grad():
+            for n in (2, 3):
+                torch.testing.assert_close(jm(t := torch.randn(n, 4)), model(t))
+        assert thunder.cache_misses(jm) == 1
+        assert "Module._call_impl" in interpreted_functions(model, t)
+    finally:
+        handle.remove()
+
+
+def test_a_forward_replaced_after_jitting_is_traced_again():
+    model = Scaled()
+    jm = thunder.jit(model, cache="symbolic values")
+    torch.testing.assert_close(jm(t := torch.randn(2, 4)), model(t))
+    model.act.forward = lambda t: t - 1.0
+    torch.testing.assert_close(jm(t), model(t))
+    assert thunder.cache_misses(jm) == 2
+
+
 def test_what_a_tensor_defines_or_thunder_special_cases_is_read_as_before():
     def f(t):
         return t.float() * t.numel() + t.shape[0] + t.mT.sum() + getattr(t, "not_an_attribute", 2)

@@ -35,7 +35,7 @@ from thunder.core.proxies import AnyProxy, IntegerProxy, NumberProxy, Proxy, Ten
 from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 from torch.fx._lazy_graph_module import _LazyGraphModule
 
-from thunder_symbolic import numpy_numbers, sizes, tensor_methods
+from thunder_symbolic import module_calls, numpy_numbers, sizes, tensor_methods
 from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
 from thunder_symbolic.autograd_apply import BUILTIN_APPLY_KEY, builtin_apply_owner
@@ -102,7 +102,8 @@ def _checked_state_read(fn, *args, **kwargs):
     "thunder's dtypes and devices are torch's to them too, and a tensor's dtype is torch's; "
     "torch.fx generates a lazy graph module's code natively; a custom Function's C apply (torch >= 2.13) "
     "reaches its lookaside, and Dynamo's autograd_function_apply its lookaside in torch >= 2.12's form; a "
-    "tensor's methods (x.float()) are bound and called without interpreting thunder's lookup and partial call; "
+    "tensor's methods (x.float()) are bound and called without interpreting thunder's lookup and partial call, "
+    "and a module without hooks is called as its forward (thunder_symbolic.module_calls); "
     "a symbolic number has its Python type's attributes (n.real symbolic, n.bit_length() of the pinned value); "
     "vars(obj) reads obj.__dict__ through the interpreter and has its keys checked; type(obj) reads "
     "obj.__class__ (what is read of the class is checked); a draw from a Python random number generator is "
@@ -136,9 +137,10 @@ def _checked_state_read(fn, *args, **kwargs):
         "operator for torch.eye ('not yet supported'), and ran F.unfold for Tensor.unfold (see "
         "thunder_symbolic.torch_composites). Each tensor method call interpreted thunder's emulation "
         "of attribute lookup, TensorProxy.__getattr__ and a partial's call: about a fifth of a compile of the "
-        "inference benchmark's prefill (see thunder_symbolic.tensor_methods). `n.real`, `n.bit_length()` or "
-        "`s.is_integer()` of a symbolic number failed with AttributeError. `vars` ran natively: what the code "
-        "read of the dict it returned went unchecked (`vars(cfg).get('bias')` answered for the first call), as "
+        "inference benchmark's prefill (see thunder_symbolic.tensor_methods); each module call interpreted "
+        "torch's `Module.__call__` and its eight hook tests, a third of a small decoder's tracing. `n.real`, "
+        "`n.bit_length()` or `s.is_integer()` of a symbolic number failed with AttributeError. `vars` ran "
+        "natively: what the code read of the dict it returned went unchecked (`vars(cfg).get('bias')` answered for the first call), as "
         "did `type(o).scale`; `random.random()` was drawn once, while tracing, and returned on every call. "
         "`for p in self.parameters()` missed a parameter registered later, and `torch.get_num_threads()`, "
         "`torch.are_deterministic_algorithms_enabled()`, a ContextVar's value or `time.time()` answered for the first "
@@ -177,6 +179,7 @@ def _lookaside_map(original):
     lookasides[functools._lru_cache_wrapper.__call__] = _uncached_call
     lookasides[functools.cached_property.__get__] = _cached_property_get
     lookasides[functools.partial.__call__] = tensor_methods.call
+    lookasides[torch.nn.Module._wrapped_call_impl] = module_calls.call
     if isinstance in original:
         answering = _tensor_class_checked(_dtensor_aware_isinstance(original[isinstance]))
         lookasides[isinstance] = _python_isinstance(answering)
