@@ -157,6 +157,45 @@ def test_a_forward_replaced_after_jitting_is_traced_again():
     assert thunder.cache_misses(jm) == 2
 
 
+class WithMembers(Scaled):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("offset", torch.ones(4))
+        self.scale = 2.0
+
+    def forward(self, t):
+        t = super().forward(t) * self.scale + self.offset
+        return t + getattr(self, "extra", 0.0)
+
+
+def test_a_module_member_is_read_without_interpreting_torchs_getattr():
+    """0.2.6 interpreted torch's `Module.__getattr__` for every parameter, buffer and submodule read (`self.linear`),
+    its membership tests included (each test of `self.__dict__` wrapping and checking every attribute of the
+    module): a quarter of a small decoder's tracing. What the program reads stays checked."""
+    model = WithMembers()
+    jm = thunder.jit(model, cache="symbolic values")
+    with torch.no_grad():
+        for n in (2, 3):
+            torch.testing.assert_close(jm(t := torch.randn(n, 4)), model(t))
+        assert thunder.cache_misses(jm) == 1
+        assert "Module.__getattr__" not in interpreted_functions(Scaled(), t)  # (a missing `extra` runs it)
+        model.offset = torch.zeros(4)
+        model.linear = torch.nn.Linear(4, 4)
+        model.scale = 3.0
+        torch.testing.assert_close(jm(t), model(t))
+        model.extra = 5.0
+        torch.testing.assert_close(jm(t), model(t))
+
+
+def test_a_missing_module_member_raises_torchs_error():
+    class Missing(Scaled):
+        def forward(self, t):
+            return self.linear(t) * self.not_a_member
+
+    with pytest.raises(AttributeError, match="'Missing' object has no attribute 'not_a_member'"):
+        thunder.jit(Missing())(torch.randn(2, 4))
+
+
 def test_what_a_tensor_defines_or_thunder_special_cases_is_read_as_before():
     def f(t):
         return t.float() * t.numel() + t.shape[0] + t.mT.sum() + getattr(t, "not_an_attribute", 2)

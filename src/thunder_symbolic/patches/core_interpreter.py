@@ -15,7 +15,6 @@ from thunder.core.interpreter import (
     WrappedValue,
     check_and_append,
     do_raise,
-    get_interpretercompilectx,
     get_interpreterruntimectx,
     interpreter_needs_wrap,
     unwrap,
@@ -23,7 +22,7 @@ from thunder.core.interpreter import (
 )
 from thunder.core.proxies import IntegerProxy, Proxy, TensorProxy
 
-from thunder_symbolic import numpy_numbers, sizes
+from thunder_symbolic import numpy_numbers, sizes, subscripts
 from thunder_symbolic._registry import patch
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards import values as value_guards
@@ -100,35 +99,7 @@ def _is_pycapsule(original):
     return is_pycapsule
 
 
-# --- Subscripts without interpreted frames ------------------------------------------------------------------
-# The interpreter computes `container[key]` by interpreting small Python functions (`lambda d, k: d[k]`, then
-# `obj.__getitem__(index)`) that end in its own lookaside for `dict.__getitem__`, `list.__getitem__` or
-# `tuple.__getitem__`. For those containers and plain keys, the patches below call that lookaside directly:
-# the same wrapped value and provenance, without the frames. Tracing the benchmark's prefill interpreted
-# 12,612 frames, about 11,000 of them for such subscripts: a global read (two frames, four for a builtin),
-# a call's `*args` (two per argument), an index into a tuple of results.
-
-_PLAIN_KEYS = {dict: str, list: int, tuple: int}
-
-
-def _subscript_lookaside(container: object, key: object):
-    """The interpreter's own lookaside for ``container[key]`` when both are plain (a dict and a str, a list or
-    tuple and an int), else None: then the caller keeps the interpreted path."""
-    if not (isinstance(container, WrappedValue) and isinstance(key, WrappedValue)):
-        return None
-    ctype = type(container.value)
-    if _PLAIN_KEYS.get(ctype) is not type(key.value):
-        return None
-    ctx = get_interpretercompilectx()
-    if not ctx._with_provenance_tracking:
-        return None
-    lookaside = ctx.lookaside(ctype.__getitem__, container, key)
-    return lookaside if callable(lookaside) else None
-
-
-def _subscript(lookaside, container: WrappedValue, key: WrappedValue):
-    get_interpreterruntimectx().record_lookaside(lookaside)
-    return lookaside(container, key)
+# --- Subscripts without interpreted frames (see thunder_symbolic.subscripts) --------------------------------
 
 
 @patch(
@@ -144,15 +115,15 @@ def _subscript(lookaside, container: WrappedValue, key: WrappedValue):
 )
 def _globals_lookup(original):
     def globals_lookup(globals_dict, name):
-        lookaside = _subscript_lookaside(globals_dict, name)
+        lookaside = subscripts.lookaside(globals_dict, name)
         if lookaside is not None:
             if name.value in globals_dict.value:
-                return _subscript(lookaside, globals_dict, name)
+                return subscripts.call(lookaside, globals_dict, name)
             if type(globals_dict.value.get("__builtins__")) is dict:
-                builtins = _subscript(lookaside, globals_dict, wrap_const("__builtins__"))
-                in_builtins = _subscript_lookaside(builtins, name)
+                builtins = subscripts.call(lookaside, globals_dict, wrap_const("__builtins__"))
+                in_builtins = subscripts.lookaside(builtins, name)
                 if in_builtins is not None and name.value in builtins.value:
-                    return _subscript(in_builtins, builtins, name)
+                    return subscripts.call(in_builtins, builtins, name)
         return original(globals_dict, name)
 
     return globals_lookup
@@ -226,10 +197,10 @@ def _default(wrapped_fn: WrappedValue, namespace: str, key: int | str) -> Wrappe
 def _wrap_args_from_list(original):
     def wrap_args_from_list(lst):
         keys = [wrap_const(i) for i in range(len(unwrap(lst)))]
-        lookaside = _subscript_lookaside(lst, keys[0]) if keys else None
+        lookaside = subscripts.lookaside(lst, keys[0]) if keys else None
         if lookaside is None:
             return original(lst)
-        return [_subscript(lookaside, lst, key) for key in keys]
+        return [subscripts.call(lookaside, lst, key) for key in keys]
 
     return wrap_args_from_list
 
@@ -256,12 +227,12 @@ def _opcode_handlers(original):
 
     def binary_subscr_handler(inst, /, stack, **kwargs):
         container, key = stack.getitem_wrapped(-2), stack.getitem_wrapped(-1)
-        lookaside = _subscript_lookaside(container, key)
+        lookaside = subscripts.lookaside(container, key)
         if lookaside is None:
             sliced = type(unwrap(key)) is slice and sizes.is_size(container)
             return _marking_a_size(sliced, binary_subscr(inst, stack=stack, **kwargs), stack)
         stack.pop_wrapped(), stack.pop_wrapped()
-        return check_and_append(stack, _subscript(lookaside, container, key))
+        return check_and_append(stack, subscripts.call(lookaside, container, key))
 
     def binary_slice_handler(inst, /, stack, **kwargs):
         sliced = sizes.is_size(stack.getitem_wrapped(-3))
