@@ -25,13 +25,12 @@ reads stays checked where it reads it: a small decoder's prologue makes 48 check
 
 from __future__ import annotations
 
-import types
-
 import torch
 from thunder.core.interpreter import INTERPRETER_SIGNALS, _interpret_call, unwrap, wrap_const
 from torch.nn.modules import module as torch_module
 
 from thunder_symbolic import subscripts
+from thunder_symbolic.opaque import interpreted
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards import values as value_guards
 
@@ -45,19 +44,15 @@ _GLOBAL_HOOKS = (
     "_global_forward_pre_hooks",
 )
 
-# Module._wrapped_call_impl as a function of its own, interpreted where the shortcut does not apply (the lookaside
-# is keyed by the original function).
-_WRAPPED_CALL_IMPL = types.FunctionType(
-    torch.nn.Module._wrapped_call_impl.__code__, torch_module.__dict__, "_wrapped_call_impl"
-)
+_WRAPPED_CALL_IMPL = interpreted(torch.nn.Module._wrapped_call_impl)  # (where the shortcut does not apply)
 
 
-def _calls_only_forward(module: torch.nn.Module) -> bool:
+def _calls_only_forward(module: object) -> bool:
     """Whether torch's ``module(...)`` is ``module.forward(...)`` now."""
+    if not isinstance(module, torch.nn.Module) or torch._C._get_tracing_state():
+        return False
     instance = vars(module)
     if "_call_impl" in instance or type(module)._call_impl is not torch.nn.Module._call_impl:
-        return False
-    if torch._C._get_tracing_state():
         return False
     if getattr(module, "_compiled_call_impl", None) is not None:
         return False
@@ -68,7 +63,7 @@ def _calls_only_forward(module: torch.nn.Module) -> bool:
 
 def call(module, *args, **kwargs):
     """``module(*args, **kwargs)`` in traced code."""
-    if not isinstance(unwrap(module), torch.nn.Module) or not _calls_only_forward(unwrap(module)):
+    if not _calls_only_forward(unwrap(module)):
         return _interpret_call(wrap_const(_WRAPPED_CALL_IMPL), module, *args, **kwargs)
     forward = _interpret_call(getattr, module, wrap_const("forward"))
     if forward is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
@@ -78,8 +73,7 @@ def call(module, *args, **kwargs):
 
 _MEMBERS = ("_parameters", "_buffers", "_modules")
 
-# Module.__getattr__ as a function of its own, interpreted where the shortcut does not apply.
-_MODULE_GETATTR = types.FunctionType(torch.nn.Module.__getattr__.__code__, torch_module.__dict__, "__getattr__")
+_MODULE_GETATTR = interpreted(torch.nn.Module.__getattr__)
 
 
 def member(module, name):

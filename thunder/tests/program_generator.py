@@ -8,9 +8,9 @@ state changed between calls: a global list ``G``, attributes of a global object 
 float; ``M.gain`` and ``M.offset``, missing or set, the latter read through ``vars(M)`` and ``M.__dict__``), the
 default argument of a global function ``H``, an attribute of a config module ``C`` (None or a callable), an
 environment variable, a global object ``O`` of one of two classes (``isinstance``, a class attribute read
-through ``type(O)`` and changed), a global ``nn.ModuleList`` ``L`` of 1 to 3 layers (appended to and cut
-between calls: iterated, reversed, indexed from the end, counted), a ``ContextVar`` ``V``, a numpy number ``N``
-and a module ``S`` whose buffer is None or a tensor. It applies a list of
+through ``type(O)`` and changed), a global ``nn.ModuleList`` ``L`` of 1 to 3 layers with a parameter each
+(appended to and cut between calls: iterated, reversed, indexed from the end, counted), a ``ContextVar`` ``V``, a
+numpy number ``N`` and a module ``S`` whose buffer is None or a tensor. It applies a list of
 statements to ``y`` (always 2-D) and returns tensors, sizes and ints; some statements make Python look at a
 symbolic number (list indices, f-string keys, str, a fallback op, a max of an int and a float,
 isinstance/type) or at a size built from a shape (a torch.Size: its type, numel) or a tensor's dtype and
@@ -56,10 +56,14 @@ class Narrow:
 
 
 class Step(torch.nn.Module):
-    """A layer of ``L``."""
+    """A layer of ``L``: a call of a module, and a read of its parameter (torch's ``Module.__getattr__``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.tensor(0.5), requires_grad=False)
 
     def forward(self, t):
-        return t * 0.5 + 1
+        return t * self.weight + 1
 
 
 class Shift(torch.nn.Module):

@@ -6,7 +6,6 @@ import builtins
 import contextvars
 import functools
 import operator
-import types
 from functools import partial
 from typing import Any
 
@@ -45,7 +44,7 @@ from thunder_symbolic.guards import refusals
 from thunder_symbolic.guards import values as value_guards
 from thunder_symbolic.guards.prologue import check_dtensor_layout, check_symbolic_guards, dtensor_layout
 from thunder_symbolic.number_ops import apply_number_op, sym_sum
-from thunder_symbolic.opaque import is_opaque, opaque
+from thunder_symbolic.opaque import interpreted, is_opaque, opaque
 from thunder_symbolic.torch_composites import COMPOSITES
 
 UPSTREAM = "Lightning-AI/lightning-thunder#463"
@@ -130,19 +129,19 @@ def _checked_state_read(fn, *args, **kwargs):
         "torch.Size)` was False and `type(x.size())` tuple, under either cache option; and `torch.Size([x.shape[0], "
         "-1])` pinned the size (a compile per length). Dtypes and devices were thunder's objects: `x.dtype is "
         "torch.float32` and `isinstance(x.device, torch.device)` were False, `str(x.dtype)` 'thunder.dtypes.float32', "
-        "`x.dtype.is_floating_point` an error. From torch 2.12 split_module (thunderfx) builds lazy graph modules whose"
-        " first call generates their code: interpreted, that failed on every graph ('MappingKeysView' has no len()); "
-        "and its autograd_function_apply lost `args_tensor_mask` (KeyError for any custom autograd.Function under "
-        "thunderfx). 0.2.6 has no operator for torch.eye ('not yet supported'), and ran F.unfold for Tensor.unfold (see"
-        " thunder_symbolic.torch_composites). Each tensor method call interpreted thunder's emulation of attribute "
-        "lookup, TensorProxy.__getattr__ and a partial's call: about a fifth of a compile of the inference benchmark's "
-        "prefill (see thunder_symbolic.tensor_methods); each module call interpreted torch's `Module.__call__` and its "
-        "eight hook tests, a third of a small decoder's tracing, and each member read its `__getattr__`, whose "
-        "membership tests had every attribute of the module checked. `n.real`, `n.bit_length()` or `s.is_integer()` of "
-        "a symbolic number failed with AttributeError. `vars` ran natively: what the code read of the dict it returned "
-        "went unchecked (`vars(cfg).get('bias')` answered for the first call), as did `type(o).scale`; "
-        "`random.random()` was drawn once, while tracing, and returned on every call. `for p in self.parameters()` "
-        "missed a parameter registered later, and `torch.get_num_threads()`, "
+        "`x.dtype.is_floating_point` an error. From torch 2.12 split_module (thunderfx) builds lazy graph modules "
+        "whose first call generates their code: interpreted, that failed on every graph ('MappingKeysView' has no "
+        "len()); and its autograd_function_apply lost `args_tensor_mask` (KeyError for any custom autograd.Function "
+        "under thunderfx). 0.2.6 has no operator for torch.eye ('not yet supported'), and ran F.unfold for "
+        "Tensor.unfold (see thunder_symbolic.torch_composites). Each tensor method call interpreted thunder's "
+        "emulation of attribute lookup, TensorProxy.__getattr__ and a partial's call: about a fifth of a compile of "
+        "the inference benchmark's prefill (see thunder_symbolic.tensor_methods); each module call interpreted torch's "
+        "`Module.__call__` and its eight hook tests, a third of a small decoder's tracing, and each member read its "
+        "`__getattr__`, whose membership tests had every attribute of the module checked. `n.real`, `n.bit_length()` "
+        "or `s.is_integer()` of a symbolic number failed with AttributeError. `vars` ran natively: what the code read "
+        "of the dict it returned went unchecked (`vars(cfg).get('bias')` answered for the first call), as did "
+        "`type(o).scale`; `random.random()` was drawn once, while tracing, and returned on every call. `for p in "
+        "self.parameters()` missed a parameter registered later, and `torch.get_num_threads()`, "
         "`torch.are_deterministic_algorithms_enabled()`, a ContextVar's value or `time.time()` answered for the first "
         "call; `torch.manual_seed(0)` failed in the epilogue (or crashed the interpreter). `if self.total is None: "
         "self.total = zeros` then `self.total = self.total + t` left zeros in `self.total` after the call. "
@@ -150,8 +149,8 @@ def _checked_state_read(fn, *args, **kwargs):
         "`reversed(self.layers)` raised 'object is not reversible'. thunder drops the gradient of a tensor that does "
         "not require grad: `x.grad` read None (either cache). `x.stride()`, `x.itemsize`, `x.nbytes` and `x.layout` "
         "(with `is_sparse`, `is_cpu`, `is_meta`) were AttributeErrors, and `x.element_size()` a torch fallback at the "
-        "first call's shape. `with torch.inference_mode():` inside the function was entered while tracing only: what it"
-        " computed required grad and was no inference tensor (either cache)."
+        "first call's shape. `with torch.inference_mode():` inside the function was entered while tracing only: what "
+        "it computed required grad and was no inference tensor (either cache)."
     ),
     upstream=UPSTREAM,
 )
@@ -207,10 +206,8 @@ def _entering_inference_mode(context):
     return _interpret_call(wrap_const(_INFERENCE_MODE_ENTER), context)
 
 
-# inference_mode.__enter__ as a function of its own, interpreted (the context's attributes are the interpreter's)
-_INFERENCE_MODE_ENTER = types.FunctionType(
-    torch.autograd.grad_mode.inference_mode.__enter__.__code__, torch.autograd.grad_mode.__dict__
-)
+# (interpreted: the context's attributes are the interpreter's)
+_INFERENCE_MODE_ENTER = interpreted(torch.autograd.grad_mode.inference_mode.__enter__)
 
 
 def _returns_output_tuple(graph: torch.fx.GraphModule) -> bool:
