@@ -15,12 +15,12 @@ from thunder.extend import OperatorExecutor
 
 @pytest.fixture
 def executor_passes(monkeypatch):
-    """Counts the runs of the operator executors' pass (its trace processor is a local class named OpExProcessor)."""
+    """Counts the runs of the operator executors' pass (its trace processor is a class named OperatorLowering)."""
     runs = []
     original = trace_interpreter.TraceSubstitutionProcessor.__call__
 
     def call(self, *args, **kwargs):
-        if type(self).__name__ == "OpExProcessor":
+        if type(self).__name__ == "OperatorLowering":
             runs.append(self)
         return original(self, *args, **kwargs)
 
@@ -54,6 +54,111 @@ def test_an_executor_from_elsewhere_keeps_the_pass_that_looks_for_waits(executor
     assert len(executor_passes) == PASSES_PER_COMPILE + 1
     assert "test_sin" in str(thunder.last_traces(jf)[-1])
 
+
+
+def _twice_executor(name):
+    """A symbol (``twice``) and an executor that runs it with an operation registered like it."""
+    from thunder.core.prims import make_prim
+    from thunder.core.proxies import TensorProxy
+
+    traced = []
+
+    def meta(a):
+        traced.append(a)
+        return TensorProxy(like=a)
+
+    twice = make_prim(name, name, meta=meta)
+    ex = OperatorExecutor(f"{name}_ex")
+    ex.register_implementation(twice, ex.register_operator(f"{name}_impl", like=twice, fn=lambda a: a * 2))
+    return twice, ex, traced
+
+
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+def test_an_operation_registered_like_its_symbol_is_bound_without_tracing_the_symbol_again(cache):
+    """The operator executors' pass called the operation, which traced the symbol a second time (its whole
+    decomposition, and a DTensor's sharding propagation) to rename its output."""
+    twice, ex, traced = _twice_executor(f"test_twice_{cache.split()[0]}")
+
+    def g(x):
+        return twice(x).sin() * x
+
+    jg = thunder.jit(g, executors=[ex, *thunder.get_default_executors()], cache=cache)
+    torch.testing.assert_close(jg(x := torch.randn(3)), (x * 2).sin() * x)
+    assert len(traced) == 1
+    (computed,) = [b.output.name for b in thunder.last_traces(jg)[0].bound_symbols if b.sym is twice]
+    (executed,) = [b for b in thunder.last_traces(jg)[-1].bound_symbols if b.sym.executor is ex]
+    assert executed.output.name == computed and [b.sym for b in executed.subsymbols] == [twice]
+    if cache == "symbolic values":
+        torch.testing.assert_close(jg(x := torch.randn(5)), (x * 2).sin() * x)
+        assert len(traced) == 1 and thunder.cache_misses(jg) == 1
+
+
+def test_an_operation_under_autocast_is_traced(monkeypatch):
+    """Where autocast applies to the symbol, the call could bind other symbols: the pass calls the operation, as
+    0.2.6 did, and the symbol's autocast rule runs again."""
+    from thunder.transforms import autocast
+
+    twice, ex, traced = _twice_executor("test_twice_autocast")
+    monkeypatch.setitem(autocast.autocast_impls, twice.id, lambda a, *, dtype: twice(a))
+    jg = thunder.jit(lambda x: twice(x) + 1, executors=[ex, *thunder.get_default_executors()])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.testing.assert_close(jg(x := torch.randn(3)), x * 2 + 1)
+    assert len(traced) == 2
+
+
+def _lowered_by_both(jitted, trace):
+    """``trace`` lowered by the operator executors' pass of this package and of thunder 0.2.6, each as a nested
+    list of symbol names, arguments and tags, proxies named in their order of appearance."""
+    from thunder.core.compile_data import compile_data_and_stats
+    from thunder.core.proxies import Proxy
+    from thunder.core.pytree import tree_map
+    from thunder.executors import passes
+    from thunder_symbolic import _registry
+
+    replacement = passes._transform_for_operator_executor_execution
+    (applied,) = [a for a in _registry.applied_patches() if a.replacement is replacement]
+    executors = thunder.compile_data(jitted).executors_list
+
+    def outline(bsyms, names):
+        def name(x):
+            return names.setdefault(x.name, f"p{len(names)}") if isinstance(x, Proxy) else repr(x)
+
+        return [
+            (b.sym.name, tree_map(name, (b.args, b.kwargs)), tree_map(name, b.output), b.tags)
+            + (outline(b.subsymbols, names),)
+            for b in bsyms
+        ]
+
+    with compile_data_and_stats(thunder.compile_data(jitted), thunder.compile_stats(jitted)):  # as in the compile
+        ours, upstream = (pass_(trace, executors) for pass_ in (applied.replacement, applied.original))
+    return outline(ours.bound_symbols, {}), outline(upstream.bound_symbols, {})
+
+
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+def test_the_operator_pass_lowers_as_thunders_pass_does(cache):
+    """Up to the names of proxies, the pass yields what 0.2.6's yields: for torch operations (registered like
+    their symbols), the prologue's checks (run as themselves), the backward's tagged symbols, and a symbol whose
+    meta function returns its argument (the call copies it)."""
+    from thunder.core.prims import make_prim
+
+    same = make_prim(f"test_same_{cache.split()[0]}", "test_same", meta=lambda a: a)
+    ex = OperatorExecutor(f"test_same_ex_{cache.split()[0]}")
+    ex.register_implementation(same, ex.register_operator("test_same_impl", like=same, fn=lambda a: a))
+
+    def g(x, y, n, same=same):
+        return torch.nn.functional.softmax(same(x) * y + n, dim=-1).sum(0), x.sin().reshape(-1)
+
+    jg = thunder.jit(g, executors=[ex, *thunder.get_default_executors()], cache=cache)
+    for shape in [(4, 3), (5, 3)]:
+        expected = g(x := torch.randn(shape), y := torch.randn(3, requires_grad=True), 2, same=lambda a: a)
+        actual = jg(x, y, 2)
+        torch.testing.assert_close(actual, expected)
+        torch.testing.assert_close(torch.autograd.grad(actual[0].sum(), y), torch.autograd.grad(expected[0].sum(), y))
+        (joint,) = [t for t in thunder.last_traces(jg) if "Grad transform" in str(t.get_provenance())]
+        assert any(b.tags for b in joint.bound_symbols)  # the backward's, tagged BACKWARD
+        for trace in (thunder.last_traces(jg)[0], thunder.last_prologue_traces(jg)[0], joint):
+            ours, upstream = _lowered_by_both(jg, trace)
+            assert ours == upstream
 
 @pytest.fixture
 def one_rank_group():

@@ -1,9 +1,12 @@
-"""Patches of ``thunder/executors/passes.py``: the execution trace's communication scheduled last, and no
-executor pass whose result thunder would throw away."""
+"""Patches of ``thunder/executors/passes.py``: the execution trace's communication scheduled last, no executor
+pass whose result thunder would throw away, and no symbol traced a second time to bind it to its executor's
+operation."""
 
 from __future__ import annotations
 
+import functools
 import sys
+import time
 
 import torch
 
@@ -35,9 +38,15 @@ def _transform_for_execution(original):
 
 @patch(
     "thunder.executors.passes:_transform_for_operator_executor_execution",
-    summary="when thunder.jit runs the operator executors' pass only to see whether it yields waits for "
-    "thunder's collectives to sort, and the trace has none to yield, the pass is skipped",
+    summary="the operator executors' pass binds a symbol to the executor's operation without tracing the "
+    "symbol again where that operation is the symbol or is registered like it; when thunder.jit runs the "
+    "pass only to see whether it yields waits for thunder's collectives to sort, and the trace has none to "
+    "yield, the pass is skipped",
     why=(
+        "The pass calls each claimed symbol's operation on the symbol's arguments, which traces the symbol "
+        "once more (its decomposition and the broadcasting checks of its sizes) only to rename its output. "
+        "For an operation registered like the symbol, or the symbol itself, that trace is the one the bound "
+        "symbol already holds: a fifth of thunder's transforms of the inference benchmark's prefill. "
         "Before transform_for_execution, which runs the same pass, thunder.jit runs it on the computation "
         "trace and keeps the result only if it holds the torch executor's wait for a collective (to sort the "
         "waits). A wait there comes from a wait of thunder.distributed at some depth of the trace, through an "
@@ -45,14 +54,115 @@ def _transform_for_execution(original):
         "result was always thrown away. It was a sixth of thunder's compile of the inference benchmark's "
         "prefill."
     ),
+    replaces=True,
 )
 def _transform_for_operator_executor_execution(original):
     def _transform_for_operator_executor_execution(trace, executors_list):
+        """Replaces thunder's pass: its processor is a class local to the function, and the shortcut needs
+        the bound symbol it processes, which its calls of the operation do not pass on."""
         if _probes_for_waits(sys._getframe(1).f_code) and not _may_yield_waits(trace, executors_list):
             return trace  # thunder's maybe_sort_waits finds no wait in it, as it would in the pass's result
-        return original(trace, executors_list)
+        from thunder.core.trace import TraceProvenance
+
+        began = time.perf_counter_ns()
+        extrace, _ = _operator_lowering()(trace, executors_list)()
+        took = (time.perf_counter_ns() - began) // 1_000_000
+        extrace.set_provenance(
+            TraceProvenance(f"Transform for operator executor execution (took {took} milliseconds)")
+        )
+        return extrace
 
     return _transform_for_operator_executor_execution
+
+
+@functools.cache
+def _operator_lowering():
+    """The processor class, made at first use: thunder's trace processor is importable only once thunder is."""
+    from thunder.core import prims
+    from thunder.core.baseutils import check
+    from thunder.core.symbol import BoundSymbolTag, has_tags
+    from thunder.core.trace_interpreter import TraceSubstitutionProcessor
+    from thunder.extend import FusionExecutor, OperatorExecutor
+
+    class OperatorLowering(TraceSubstitutionProcessor):
+        """Each bound symbol becomes what the first executor that claims it makes of it, in the list's order:
+        its execution transform's symbols, the operator executor's operation, or itself for a fusion executor
+        (fused later). One that no executor claims stays if an executor's own symbol and is replaced by its
+        subsymbols otherwise, and a symbol with a Python implementation stays."""
+
+        def __init__(self, trace, executors_list):
+            super().__init__(trace)
+            self.executors_list = executors_list
+
+        def process_bsym(self, bsym) -> None:
+            if bsym.sym.python_impl is not None or bsym.sym.id == prims.PrimIDs.GET_GRAD:
+                return self.keep(bsym)
+            for ex in self.executors_list:
+                operator = isinstance(ex, OperatorExecutor)
+                if not (ex.can_execute(bsym) if operator else isinstance(ex, FusionExecutor) and ex.can_fuse(bsym)):
+                    continue
+                if (transform := ex.get_execution_transform(bsym)) is not None:
+                    return self.trace_call(transform, bsym)
+                if not operator:
+                    return self.keep(bsym)
+                op = ex.implmap[bsym.sym.id].symbol
+                if (bound := _bound_without_tracing(op, bsym)) is None:
+                    return self.trace_call(op, bsym)
+                self.add_processed_bsyms([bound])
+                return self.set_result(bsym.output)
+            if bsym.sym.executor is not None:
+                return self.keep(bsym)
+            check(not bsym.sym.is_prim, lambda: f"Failed to find an executor for bound symbol {bsym=}")
+            if has_tags(bsym, {BoundSymbolTag.BACKWARD}):
+                for sub in bsym.subsymbols:
+                    sub.tags.add(BoundSymbolTag.BACKWARD)
+            self.add_unprocessed_bsyms(list(bsym.subsymbols))
+
+        def keep(self, bsym) -> None:
+            self.add_processed_bsyms([bsym])
+            self.set_result(bsym.output)
+
+        def trace_call(self, fn, bsym) -> None:
+            self.add_bsyms_from_function(fn, *bsym.args, **bsym.kwargs, tags=bsym.tags)
+
+    return OperatorLowering
+
+
+def _bound_without_tracing(op, bsym):
+    """``op`` bound to ``bsym``'s arguments and output as calling it would bind it, or None where the call
+    could bind something else. The call traces ``op``'s meta function: when ``op`` is ``bsym``'s symbol, it
+    yields ``bsym`` again; when ``op`` is registered like that symbol (``like=``), a bound ``op`` whose one
+    subsymbol is ``bsym``. What differs:
+
+    - the names of the proxies the call makes;
+    - under symbolic values, the subsymbols that read a size (``prims.shape``): here those recorded when ``bsym``
+      was traced, less the reads of static sizes that DCE dropped since (it drops them again after the pass);
+    - the grad-disabled tag on the call's outputs, which only the autodiff transforms (run before this pass)
+      read.
+
+    A call that applies autocast, or whose output includes an argument (the call would copy it), is traced. So
+    is a DTensor operation: under symbolic values, its sizes when traced are symbolic where the meta function
+    makes them so (from_local, redistribute) and ints elsewhere, and the call, outside the interpreter, gives
+    ints throughout, which the DTensor local executor compares."""
+    from thunder.core.proxies import Proxy
+    from thunder.core.pytree import tree_flatten
+    from thunder.torch.experimental.dtensor_proxy import DTensorProxy
+    from thunder.transforms.autocast import maybe_apply_autocast
+
+    if op is not bsym.sym and op.meta is not bsym.sym:
+        return None
+    if maybe_apply_autocast(op) is not None or maybe_apply_autocast(bsym.sym) is not None:
+        return None
+    inputs = [a for a in tree_flatten((bsym.args, bsym.kwargs))[0] if isinstance(a, Proxy)]
+    outputs = tree_flatten(bsym.output)[0]
+    if any(o is a for o in outputs for a in inputs) or any(isinstance(p, DTensorProxy) for p in (*inputs, *outputs)):
+        return None
+    if op is bsym.sym:
+        return bsym.from_bsym()
+    traced = bsym.from_bsym(tags=set())  # a new bound symbol: the call tags the top one only
+    bound = op.bind(*bsym.args, **bsym.kwargs, output=bsym.output, subsymbols=[traced])
+    bound.tags.update(bsym.tags)
+    return bound
 
 
 def _probes_for_waits(code) -> bool:
