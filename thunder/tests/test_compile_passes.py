@@ -279,6 +279,54 @@ def test_thunderfx_decides_once_per_kind_of_node(monkeypatch):
     assert asked.count("sin") == 3  # float32 13x11, float64 13x11, float32 13x5
 
 
+def _traced_with_many_subsymbols():
+    """A computation trace whose bound symbols hold deep subsymbols (under symbolic values: size reads and
+    broadcasting checks), with a symbol DCE must keep (a random number) among them."""
+
+    def g(x, y):
+        z = (x * y + x / 3).softmax(-1) - y.exp()
+        return z + torch.rand_like(z), z.sum(0)
+
+    jg = thunder.jit(g, cache="symbolic values")
+    torch.testing.assert_close(jg(x := torch.randn(5, 4), y := torch.randn(4))[1], g(x, y)[1])
+    return thunder.last_traces(jg)[0]
+
+
+def _nodes(bsyms) -> int:
+    return sum(1 + _nodes(b.subsymbols) for b in bsyms)
+
+
+def test_dce_cleans_subsymbols_as_thunders_dce_does(monkeypatch):
+    from thunder.core import transform_common
+    from thunder_symbolic import _registry
+
+    def outline(bsyms):
+        return [(b.sym.name, [p.name for p in b.flat_proxy_outs], outline(b.subsymbols)) for b in bsyms]
+
+    ours = outline(transform_common.dce(_traced_with_many_subsymbols()).bound_symbols)
+    replacement = transform_common._remove_noop_subsymbols
+    (applied,) = [a for a in _registry.applied_patches() if a.replacement is replacement]
+    monkeypatch.setattr(transform_common, "_remove_noop_subsymbols", applied.original)
+    assert ours == outline(transform_common.dce(_traced_with_many_subsymbols()).bound_symbols)
+
+
+def test_dce_gathers_the_tags_of_each_subsymbol_a_bounded_number_of_times(monkeypatch):
+    """0.2.6 gathered the tags of a bound symbol's whole tree for each of its subsymbols, at every depth."""
+    from thunder.core import symbol, transform_common
+
+    trace = _traced_with_many_subsymbols()
+    gathered = []
+    original = symbol.gather_tags
+
+    def gather_tags(bsym):
+        gathered.append(bsym)
+        return original(bsym)
+
+    monkeypatch.setattr(symbol, "gather_tags", gather_tags)
+    transform_common.dce(trace)
+    assert len(gathered) <= 4 * _nodes(trace.bound_symbols)
+
+
 def test_a_meta_functions_signature_is_read_once(monkeypatch):
     """Every bound symbol binds its arguments to its meta function's signature; 0.2.6 built the signature at
     each binding."""
