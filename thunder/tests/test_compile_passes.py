@@ -1,8 +1,9 @@
 """Shortcuts in thunder's compile skip work whose result thunder throws away or already has (the executors' pass
-that looks for waits, thunderfx's verdict per node, a meta's signature, a code's disassembly, a new fake tensor
-mode for each DTensor fake run, the DTensor local pass's copies of what it does not change) and compile with the
-garbage collector paused, and nothing else: programs compute what eager PyTorch computes, and a trace that has
-waits for collectives still has them sorted."""
+that looks for waits, the second trace of a symbol that the executors' pass binds to its operation, DCE's walk of
+the subsymbols per subsymbol, thunderfx's verdict per node, a meta's signature, a code's disassembly, a new fake
+tensor mode for each DTensor fake run, the DTensor local pass's copies of what it does not change) and compile
+with the garbage collector paused, and nothing else: programs compute what eager PyTorch computes, the passes
+yield what thunder's yield, and a trace that has waits for collectives still has them sorted."""
 
 import pytest
 import torch
