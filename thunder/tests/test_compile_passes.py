@@ -138,20 +138,22 @@ def _lowered_by_both(jitted, trace):
 @pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
 def test_the_operator_pass_lowers_as_thunders_pass_does(cache):
     """Up to the names of proxies, the pass yields what 0.2.6's yields: for torch operations (registered like
-    their symbols), the prologue's checks (run as themselves), the backward's tagged symbols, and a symbol whose
-    meta function returns its argument (the call copies it)."""
+    their symbols), a prim's operation registered with the prim as its meta function (``shallow_copy``), the
+    prologue's checks (run as themselves), the backward's tagged symbols, and a symbol whose meta function
+    returns its argument (the call copies it)."""
+    from thunder.core import prims
     from thunder.core.prims import make_prim
 
     same = make_prim(f"test_same_{cache.split()[0]}", "test_same", meta=lambda a: a)
     ex = OperatorExecutor(f"test_same_ex_{cache.split()[0]}")
     ex.register_implementation(same, ex.register_operator("test_same_impl", like=same, fn=lambda a: a))
 
-    def g(x, y, n, same=same):
-        return torch.nn.functional.softmax(same(x) * y + n, dim=-1).sum(0), x.sin().reshape(-1)
+    def g(x, y, n, same=same, copy=prims.shallow_copy):
+        return torch.nn.functional.softmax(same(x) * y + n, dim=-1).sum(0), copy(x.sin()).reshape(-1)
 
     jg = thunder.jit(g, executors=[ex, *thunder.get_default_executors()], cache=cache)
     for shape in [(4, 3), (5, 3)]:
-        expected = g(x := torch.randn(shape), y := torch.randn(3, requires_grad=True), 2, same=lambda a: a)
+        expected = g(x := torch.randn(shape), y := torch.randn(3, requires_grad=True), 2, lambda a: a, lambda a: a)
         actual = jg(x, y, 2)
         torch.testing.assert_close(actual, expected)
         torch.testing.assert_close(torch.autograd.grad(actual[0].sum(), y), torch.autograd.grad(expected[0].sum(), y))

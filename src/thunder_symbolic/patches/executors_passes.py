@@ -132,7 +132,8 @@ def _bound_without_tracing(op, bsym):
     """``op`` bound to ``bsym``'s arguments and output as calling it would bind it, or None where the call
     could bind something else. The call traces ``op``'s meta function: when ``op`` is ``bsym``'s symbol, it
     yields ``bsym`` again; when ``op`` is registered like that symbol (``like=``), a bound ``op`` whose one
-    subsymbol is ``bsym``. What differs:
+    subsymbol is ``bsym``; when registered with that symbol as its meta function (a prim), a bound ``op``
+    without subsymbols. What differs:
 
     - the names of the proxies the call makes;
     - under symbolic values, the subsymbols that read a size (``prims.shape``): here those recorded when ``bsym``
@@ -160,7 +161,8 @@ def _bound_without_tracing(op, bsym):
     if op is bsym.sym:
         return bsym.from_bsym()
     traced = bsym.from_bsym(tags=set())  # a new bound symbol: the call tags the top one only
-    bound = op.bind(*bsym.args, **bsym.kwargs, output=bsym.output, subsymbols=[traced])
+    subsymbols = () if op.is_prim else [traced]  # a prim's call (meta=) records nothing under it
+    bound = op.bind(*bsym.args, **bsym.kwargs, output=bsym.output, subsymbols=subsymbols)
     bound.tags.update(bsym.tags)
     return bound
 
