@@ -39,13 +39,13 @@ def _transform_for_execution(original):
 @patch(
     "thunder.executors.passes:_transform_for_operator_executor_execution",
     summary="the operator executors' pass binds a symbol to the executor's operation without tracing the "
-    "symbol again where that operation is the symbol or is registered like it; when thunder.jit runs the "
-    "pass only to see whether it yields waits for thunder's collectives to sort, and the trace has none to "
-    "yield, the pass is skipped",
+    "symbol again where that operation is the symbol or is registered from it (like= or meta=); when "
+    "thunder.jit runs the pass only to see whether it yields waits for thunder's collectives to sort, and "
+    "the trace has none to yield, the pass is skipped",
     why=(
         "The pass calls each claimed symbol's operation on the symbol's arguments, which traces the symbol "
         "once more (its decomposition and the broadcasting checks of its sizes) only to rename its output. "
-        "For an operation registered like the symbol, or the symbol itself, that trace is the one the bound "
+        "For an operation registered from the symbol, or the symbol itself, that trace is the one the bound "
         "symbol already holds: a fifth of thunder's transforms of the inference benchmark's prefill. "
         "Before transform_for_execution, which runs the same pass, thunder.jit runs it on the computation "
         "trace and keeps the result only if it holds the torch executor's wait for a collective (to sort the "
