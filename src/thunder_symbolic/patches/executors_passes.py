@@ -106,10 +106,8 @@ def _operator_lowering():
                 if not operator:
                     return self.keep(bsym)
                 op = ex.implmap[bsym.sym.id].symbol
-                if (bound := _bound_without_tracing(op, bsym)) is None:
-                    return self.trace_call(op, bsym)
-                self.add_processed_bsyms([bound])
-                return self.set_result(bsym.output)
+                bound = _bound_without_tracing(op, bsym)
+                return self.trace_call(op, bsym) if bound is None else self.keep(bound)  # (bound.output is bsym's)
             if bsym.sym.executor is not None:
                 return self.keep(bsym)
             check(not bsym.sym.is_prim, lambda: f"Failed to find an executor for bound symbol {bsym=}")
@@ -159,7 +157,7 @@ def _bound_without_tracing(op, bsym):
     if any(o is a for o in outputs for a in inputs) or any(isinstance(p, DTensorProxy) for p in (*inputs, *outputs)):
         return None
     if op is bsym.sym:
-        return bsym.from_bsym()
+        return bsym
     traced = bsym.from_bsym(tags=set())  # a new bound symbol: the call tags the top one only
     subsymbols = () if op.is_prim else [traced]  # a prim's call (meta=) records nothing under it
     bound = op.bind(*bsym.args, **bsym.kwargs, output=bsym.output, subsymbols=subsymbols)
