@@ -1,9 +1,10 @@
 """Shortcuts in thunder's compile skip work whose result thunder throws away or already has (the executors' pass
 that looks for waits, the second trace of a symbol that the executors' pass binds to its operation, DCE's walk of
 the subsymbols per subsymbol, thunderfx's verdict per node, a meta's signature, a code's disassembly, a new fake
-tensor mode for each DTensor fake run, the DTensor local pass's copies of what it does not change) and compile
-with the garbage collector paused, and nothing else: programs compute what eager PyTorch computes, the passes
-yield what thunder's yield, and a trace that has waits for collectives still has them sorted."""
+tensor mode for each DTensor fake run, a DTensor fake run like an earlier one, the DTensor local pass's copies of
+what it does not change) and compile with the garbage collector paused, and nothing else: programs compute what
+eager PyTorch computes, the passes yield what thunder's yield, and a trace that has waits for collectives still has
+them sorted."""
 
 import pytest
 import torch
@@ -54,7 +55,6 @@ def test_an_executor_from_elsewhere_keeps_the_pass_that_looks_for_waits(executor
     torch.testing.assert_close(jf(x := torch.randn(3)), f(x))
     assert len(executor_passes) == PASSES_PER_COMPILE + 1
     assert "test_sin" in str(thunder.last_traces(jf)[-1])
-
 
 
 def _twice_executor(name):
@@ -163,6 +163,7 @@ def test_the_operator_pass_lowers_as_thunders_pass_does(cache):
             ours, upstream = _lowered_by_both(jg, trace)
             assert ours == upstream
 
+
 @pytest.fixture
 def one_rank_group():
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
@@ -226,6 +227,74 @@ def test_each_thread_has_its_own_fake_tensor_mode_for_dtensor_fake_runs():
     assert dtensor_utils.FakeTensorMode() is here
     assert there[0] is there[1] and there[0] is not here
     assert dtensor_utils.FakeTensorMode(allow_non_fake_inputs=True) is not here
+
+
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+def test_a_dtensor_fake_run_like_an_earlier_one_is_not_run_again(monkeypatch, one_rank_group, cache):
+    """A DTensor operation's meta function runs the torch operation on fake DTensors made from its inputs; a
+    compile made them three times per operation (thunderfx's check, the trace, the executors' pass), and again for
+    each layer. A run like an earlier one (same operation, inputs of the same sizes, dtypes, devices and specs)
+    reuses its result: compiling the same program again makes no fake DTensor."""
+    from thunder.torch.experimental import dtensor_utils
+    from torch.distributed.tensor import DeviceMesh, DTensor, Replicate, Shard, distribute_tensor
+
+    made = []
+
+    class Counted:
+        @staticmethod
+        def from_local(*args, **kwargs):
+            made.append(args[0].shape)
+            return DTensor.from_local(*args, **kwargs)
+
+    monkeypatch.setattr(dtensor_utils, "DTensor", Counted)
+
+    def g(x, w):
+        return torch.nn.functional.linear(x, w) * 2
+
+    mesh = DeviceMesh("cpu", [0])
+    x = distribute_tensor(torch.randn(3, 4), mesh, [Replicate()])
+    w = distribute_tensor(torch.randn(8, 4), mesh, [Shard(0)])
+    for _ in range(2):
+        made.clear()
+        torch.testing.assert_close(thunder.jit(g, cache=cache)(x, w).full_tensor(), g(x, w).full_tensor())
+    assert made == []
+
+
+def test_dtensor_fake_runs_of_inputs_made_differently_are_not_shared(one_rank_group):
+    """Inputs that differ in what their fake DTensors are made from (placements, dtype, sizes) get runs of their
+    own: the traced results' placements, dtypes and shapes are those of eager PyTorch's results."""
+    from thunder.core.pytree import tree_flatten
+    from torch.distributed.tensor import DeviceMesh, Replicate, Shard, distribute_tensor
+
+    def g(x, w):
+        return torch.nn.functional.linear(x, w) * 2
+
+    mesh = DeviceMesh("cpu", [0])
+    cases = [(3, torch.float32, Shard(0)), (3, torch.float32, Replicate()), (3, torch.float64, Replicate())]
+    for rows, dtype, placement in [*cases, (5, torch.float64, Replicate())]:
+        x = distribute_tensor(torch.randn(rows, 4, dtype=dtype), mesh, [Replicate()])
+        w = distribute_tensor(torch.randn(8, 4, dtype=dtype), mesh, [placement])
+        jg = thunder.jit(g)
+        out, expected = jg(x, w), g(x, w)
+        torch.testing.assert_close(out.full_tensor(), expected.full_tensor())
+        (traced,) = tree_flatten(thunder.last_traces(jg)[-1].output)[0]
+        assert traced.placements == expected.placements and tuple(traced.shape) == expected.shape
+        assert thunder.dtypes.to_torch_dtype(traced.dtype) == expected.dtype
+
+
+def test_a_fake_runs_key_tells_apart_what_the_run_is_made_from():
+    from thunder_symbolic import fake_runs
+
+    def key(*args):
+        return fake_runs.key(torch.mul, args, {})
+
+    assert key(1) != key(True) and key(0.0) != key(-0.0) and key(torch.float32) != key(torch.float64)
+    assert key(2) == key(2) and key(float("nan")) == key(float("nan"))
+    made_at_each_call = [lambda x, dt: x.to(dt) for _ in range(2)]  # as a meta function's lambda
+    assert fake_runs.key(made_at_each_call[0], (), {}) == fake_runs.key(made_at_each_call[1], (), {})
+    n = 2
+    assert fake_runs.key(lambda x: x * n, (), {}) is None  # a closure: its cells are not described
+    assert key(object()) is None and key([]) is not None and key({"a": 1}) != key({"a": 2})
 
 
 def test_thunderfx_decides_once_whether_thunder_runs_a_node(monkeypatch):

@@ -12,6 +12,7 @@ from thunder.core.proxies import CONSTRAINT, IntegerProxy, NumberProxy, TensorPr
 from thunder.core.pytree import tree_flatten
 from thunder.torch.experimental.dtensor_proxy import DTensorProxy
 
+from thunder_symbolic import fake_runs
 from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
 from thunder_symbolic.dtensor_state import local_tensor_provenance, symbolic_result, symbolic_shapes_of
@@ -126,11 +127,14 @@ def _fake_tensor_mode(original):
 
 @patch(
     "thunder.torch.experimental.dtensor_utils:run_with_fake_tensor",
-    summary="DTensor results get symbolic shapes where a shape rule gives them; other fake runs pin their sizes",
+    summary="DTensor results get symbolic shapes where a shape rule gives them; other fake runs pin their sizes; "
+    "a run with the same operation and inputs as an earlier one reuses its result",
     why=(
         "DTensor meta functions run the torch op on fake tensors built from the traced sizes, and read "
         "number arguments' values directly: nothing guarded the numbers, and every size became a pin, so "
-        "DTensor programs recompiled for every sequence length (see thunder_symbolic.dtensor_shapes)."
+        "DTensor programs recompiled for every sequence length (see thunder_symbolic.dtensor_shapes). A "
+        "compile ran each operation's fake run three times, and once more per layer (see "
+        "thunder_symbolic.fake_runs)."
     ),
     upstream="Lightning-AI/lightning-thunder#463, #2755",
 )
@@ -138,11 +142,11 @@ def _run_with_fake_tensor(original):
     def run_with_fake_tensor(torch_op, *args, **kwargs):
         recorder = guard_recorder.current()
         if recorder is None:
-            return original(torch_op, *args, **kwargs)
+            return fake_runs.memoized(original, torch_op, args, kwargs)
         from thunder_symbolic.dtensor_shapes import result_shapes  # torch.distributed: only when DTensors run
 
         with guard_recorder.paused():
-            result = original(torch_op, *args, **kwargs)
+            result = fake_runs.memoized(original, torch_op, args, kwargs)
         shapes = result_shapes(torch_op, args, kwargs, result)
         if shapes is None:
             _pin_sizes(recorder, args, kwargs)
