@@ -2,9 +2,11 @@
 that looks for waits, the second trace of a symbol that the executors' pass binds to its operation, DCE's walk of
 the subsymbols per subsymbol, thunderfx's verdict per node, a meta's signature, a code's disassembly, a new fake
 tensor mode for each DTensor fake run, a DTensor fake run like an earlier one, the DTensor local pass's copies of
-what it does not change) and compile with the garbage collector paused, and nothing else: programs compute what
-eager PyTorch computes, the passes yield what thunder's yield, and a trace that has waits for collectives still has
-them sorted."""
+what it does not change, the type check and rebuild of a flattened container) and compile with the garbage collector
+paused, and nothing else: programs compute what eager PyTorch computes, the passes yield what thunder's yield, and a
+trace that has waits for collectives still has them sorted."""
+
+import dataclasses
 
 import pytest
 import torch
@@ -295,6 +297,75 @@ def test_a_fake_runs_key_tells_apart_what_the_run_is_made_from():
     n = 2
     assert fake_runs.key(lambda x: x * n, (), {}) is None  # a closure: its cells are not described
     assert key(object()) is None and key([]) is not None and key({"a": 1}) != key({"a": 2})
+
+
+def _originals(*names):
+    from thunder.core import pytree
+
+    from thunder_symbolic import _registry
+
+    applied = {id(a.replacement): a.original for a in _registry.applied_patches()}
+    return [applied[id(getattr(pytree, name))] for name in names]
+
+
+@dataclasses.dataclass
+class _Registered:
+    a: object
+    b: object
+
+
+@dataclasses.dataclass
+class _SeenOnce:
+    a: object
+
+
+def test_flattening_gives_what_thunders_flattening_gives():
+    """The same leaves, and specs that unflatten to the same values, for what bound symbols hold (containers of
+    proxies, sizes, slices, named tuples, dataclasses: one registered before, one seen for the first time) and
+    for what is not a container; an unsupported type is still refused."""
+    from collections import namedtuple
+
+    from thunder.core import pytree
+    from thunder.core.proxies import TensorProxy
+    from thunder.core.trace import TraceCtx, tracectx
+    from torch.fx.immutable_collections import immutable_list
+
+    flatten, with_dataclass = _originals("tree_flatten", "tree_flatten_with_dataclass")
+    pytree.tree_flatten_with_dataclass(_Registered(1, 2))  # registers the class
+    with tracectx(TraceCtx()):
+        p = TensorProxy(shape=(2, 3), device=thunder.core.devices.cpu, dtype=thunder.dtypes.float32)
+    Pair = namedtuple("Pair", "x y")
+    trees = [
+        ((p, (1, 2)), {"alpha": None, "dim": [0, -1]}),
+        [p, torch.Size([2, 3]), immutable_list([p, 1]), slice(1, None, 2), Pair(p, 2.5), torch.float32],
+        {"d": _Registered(p, [p, 3])},
+        (_SeenOnce((p, 1)),),
+        p,
+        7,
+    ]
+    for tree in trees:
+        for ours, theirs in ((pytree.tree_flatten, flatten), (pytree.tree_flatten_with_dataclass, with_dataclass)):
+            (leaves, spec), (their_leaves, their_spec) = ours(tree), theirs(tree)
+            assert [type(x) for x in leaves] == [type(x) for x in their_leaves]
+            assert all(x is y or x == y for x, y in zip(leaves, their_leaves, strict=True))
+            assert repr(pytree.tree_unflatten(leaves, spec)) == repr(pytree.tree_unflatten(leaves, their_spec))
+    for ours in (pytree.tree_flatten, pytree.tree_flatten_with_dataclass):
+        with pytest.raises(TypeError, match="not supported"):
+            ours(object())
+
+
+def test_flattening_a_container_skips_thunders_type_check_and_rebuild(monkeypatch):
+    """0.2.6 builds its set of supported types at every flatten (asking torch.distributed whether it is
+    available), and rebuilds the tree with a Python callback per leaf before flattening it with dataclasses."""
+    from thunder.core import pytree
+
+    asked, mapped = [], []
+    monkeypatch.setattr(torch.distributed, "is_available", lambda: asked.append(1) or True)
+    tree_map = pytree.tree_map
+    monkeypatch.setattr(pytree, "tree_map", lambda *a, **k: mapped.append(1) or tree_map(*a, **k))
+    tree = ((1, 2.0), {"dim": [0, -1], "keepdim": None})
+    assert pytree.tree_flatten(tree)[0] == pytree.tree_flatten_with_dataclass(tree)[0] == [1, 2.0, 0, -1, None]
+    assert asked == [] and mapped == []
 
 
 def test_thunderfx_decides_once_whether_thunder_runs_a_node(monkeypatch):

@@ -14,6 +14,7 @@ from thunder_symbolic.patches import (
     core_module,  # noqa: F401  thunder/core/module.py
     core_prims,  # noqa: F401  thunder/core/prims.py
     core_proxies,  # noqa: F401  thunder/core/proxies.py
+    core_pytree,  # noqa: F401  thunder/core/pytree.py
     core_symbol,  # noqa: F401  thunder/core/symbol.py
     core_trace_interpreter,  # noqa: F401  thunder/core/trace_interpreter.py
     core_transform_common,  # noqa: F401  thunder/core/transform_common.py
