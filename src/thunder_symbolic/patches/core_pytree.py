@@ -54,12 +54,9 @@ def _tree_flatten_with_dataclass(original):
         if type(tree) not in _CONTAINERS:
             return original(tree)
         leaves, spec = optree.tree_flatten(tree, none_is_leaf=True, namespace=pytree.OPTREE_NAMESPACE)
-        if any(_unregistered_dataclass(leaf) for leaf in leaves):
-            return original(tree)
+        for leaf in leaves:
+            if hasattr(type(leaf), "__dataclass_fields__") and pytree._maybe_register_dataclass(leaf):
+                return original(tree)  # (registers its class)
         return leaves, spec
 
     return tree_flatten_with_dataclass
-
-
-def _unregistered_dataclass(leaf) -> bool:
-    return hasattr(type(leaf), "__dataclass_fields__") and pytree._maybe_register_dataclass(leaf)
