@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 from thunder.core.proxies import NumberProxy, TensorProxy
+from thunder.torch.experimental.dtensor_proxy import DTensorProxy
 
 __all__ = ["key", "memoized"]
 
@@ -77,8 +78,6 @@ def _operation(torch_op: Callable) -> Any:
 def _described(value: Any) -> Any:
     """``value`` as the fake run sees it: a proxy by what its fake tensor is made from, a number proxy by its
     value (read without a guard: the caller guards the sizes it depends on), a constant by type and value."""
-    from thunder.torch.experimental.dtensor_proxy import DTensorProxy  # (imports torch.distributed's DTensor)
-
     if isinstance(value, DTensorProxy):
         local = value.local_tensor
         return DTensorProxy, _sizes(local.shape), local.dtype, local.device, value.spec._o

@@ -109,6 +109,14 @@ def test_an_operation_under_autocast_is_traced(monkeypatch):
     assert len(traced) == 2
 
 
+def _original_of(replacement):
+    """The thunder function that this package's ``replacement`` patched."""
+    from thunder_symbolic import _registry
+
+    (original,) = [a.original for a in _registry.applied_patches() if a.replacement is replacement]
+    return original
+
+
 def _lowered_by_both(jitted, trace):
     """``trace`` lowered by the operator executors' pass of this package and of thunder 0.2.6, each as a nested
     list of symbol names, arguments and tags, proxies named in their order of appearance."""
@@ -116,10 +124,9 @@ def _lowered_by_both(jitted, trace):
     from thunder.core.proxies import Proxy
     from thunder.core.pytree import tree_map
     from thunder.executors import passes
-    from thunder_symbolic import _registry
 
     replacement = passes._transform_for_operator_executor_execution
-    (applied,) = [a for a in _registry.applied_patches() if a.replacement is replacement]
+    original = _original_of(replacement)
     executors = thunder.compile_data(jitted).executors_list
 
     def outline(bsyms, names):
@@ -133,7 +140,7 @@ def _lowered_by_both(jitted, trace):
         ]
 
     with compile_data_and_stats(thunder.compile_data(jitted), thunder.compile_stats(jitted)):  # as in the compile
-        ours, upstream = (pass_(trace, executors) for pass_ in (applied.replacement, applied.original))
+        ours, upstream = (pass_(trace, executors) for pass_ in (replacement, original))
     return outline(ours.bound_symbols, {}), outline(upstream.bound_symbols, {})
 
 
@@ -299,15 +306,6 @@ def test_a_fake_runs_key_tells_apart_what_the_run_is_made_from():
     assert key(object()) is None and key([]) is not None and key({"a": 1}) != key({"a": 2})
 
 
-def _originals(*names):
-    from thunder.core import pytree
-
-    from thunder_symbolic import _registry
-
-    applied = {id(a.replacement): a.original for a in _registry.applied_patches()}
-    return [applied[id(getattr(pytree, name))] for name in names]
-
-
 @dataclasses.dataclass
 class _Registered:
     a: object
@@ -330,7 +328,7 @@ def test_flattening_gives_what_thunders_flattening_gives():
     from thunder.core.trace import TraceCtx, tracectx
     from torch.fx.immutable_collections import immutable_list
 
-    flatten, with_dataclass = _originals("tree_flatten", "tree_flatten_with_dataclass")
+    flatten, with_dataclass = map(_original_of, (pytree.tree_flatten, pytree.tree_flatten_with_dataclass))
     pytree.tree_flatten_with_dataclass(_Registered(1, 2))  # registers the class
     with tracectx(TraceCtx()):
         p = TensorProxy(shape=(2, 3), device=thunder.core.devices.cpu, dtype=thunder.dtypes.float32)
@@ -441,15 +439,13 @@ def _nodes(bsyms) -> int:
 
 def test_dce_cleans_subsymbols_as_thunders_dce_does(monkeypatch):
     from thunder.core import transform_common
-    from thunder_symbolic import _registry
 
     def outline(bsyms):
         return [(b.sym.name, [p.name for p in b.flat_proxy_outs], outline(b.subsymbols)) for b in bsyms]
 
     ours = outline(transform_common.dce(_traced_with_many_subsymbols()).bound_symbols)
-    replacement = transform_common._remove_noop_subsymbols
-    (applied,) = [a for a in _registry.applied_patches() if a.replacement is replacement]
-    monkeypatch.setattr(transform_common, "_remove_noop_subsymbols", applied.original)
+    original = _original_of(transform_common._remove_noop_subsymbols)
+    monkeypatch.setattr(transform_common, "_remove_noop_subsymbols", original)
     assert ours == outline(transform_common.dce(_traced_with_many_subsymbols()).bound_symbols)
 
 
@@ -501,9 +497,7 @@ def test_a_call_passing_every_parameter_by_position_is_normalized_without_bindin
 
     from thunder.core.symbol import Symbol
 
-    from thunder_symbolic import _registry
-
-    (applied,) = [a for a in _registry.applied_patches() if a.replacement is Symbol.normalize]
+    original = _original_of(Symbol.normalize)
 
     def meta(a, b, /, c, d=2, *, e=3):
         pass
@@ -526,7 +520,7 @@ def test_a_call_passing_every_parameter_by_position_is_normalized_without_bindin
         (spread, (1,), {"g": 4}),
     ]
     for sym, args, kwargs in calls:
-        assert sym.normalize(*args, **kwargs) == applied.original(sym, *args, **kwargs)
+        assert sym.normalize(*args, **kwargs) == original(sym, *args, **kwargs)
     bound = []
     original_bind = inspect.Signature.bind
     monkeypatch.setattr(inspect.Signature, "bind", lambda *a, **k: bound.append(1) or original_bind(*a, **k))
