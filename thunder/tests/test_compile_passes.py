@@ -1,10 +1,11 @@
 """Shortcuts in thunder's compile skip work whose result thunder throws away or already has (the executors' pass
 that looks for waits, the second trace of a symbol that the executors' pass binds to its operation, DCE's walk of
-the subsymbols per subsymbol, thunderfx's verdict per node, a meta's signature, a code's disassembly, a new fake
-tensor mode for each DTensor fake run, a DTensor fake run like an earlier one, the DTensor local pass's copies of
-what it does not change, the type check and rebuild of a flattened container) and compile with the garbage collector
-paused, and nothing else: programs compute what eager PyTorch computes, the passes yield what thunder's yield, and a
-trace that has waits for collectives still has them sorted."""
+the subsymbols per subsymbol, DCE of a trace DCE made, thunderfx's verdict per
+node, a meta's signature, a code's disassembly, a new fake tensor mode for each DTensor fake run, a DTensor fake run
+like an earlier one, the DTensor local pass's copies of what it does not change, the type check and rebuild of a
+flattened container) and compile with the garbage collector paused, and nothing else: programs compute what eager
+PyTorch computes, the passes yield what thunder's yield, and a trace that has waits for collectives still has them
+sorted."""
 
 import dataclasses
 
@@ -464,6 +465,35 @@ def test_dce_gathers_the_tags_of_each_subsymbol_a_bounded_number_of_times(monkey
     monkeypatch.setattr(symbol, "gather_tags", gather_tags)
     transform_common.dce(trace)
     assert len(gathered) <= 4 * _nodes(trace.bound_symbols)
+
+
+def test_dce_does_not_walk_a_trace_it_made_again(monkeypatch):
+    """thunder.jit runs DCE on the computation trace, and transform_for_execution twice more on the same bound
+    symbols."""
+    from thunder.core import transform_common
+    from thunder.core.trace import from_trace
+
+    traced = _traced_with_many_subsymbols()
+    walks = []
+    original = transform_common.producers
+    monkeypatch.setattr(transform_common, "producers", lambda trace: walks.append(trace) or original(trace))
+    made = transform_common.dce(traced)
+    again = transform_common.dce(transform_common.dce(made))
+    assert len(walks) == 1
+    assert [b.sym.name for b in again.bound_symbols] == [b.sym.name for b in made.bound_symbols]
+    assert again.output is made.output
+
+    # A trace DCE did not make, or whose bound symbols changed since: walked.
+    copy = from_trace(made)
+    copy.bound_symbols = list(made.bound_symbols)
+    transform_common.dce(copy)
+    assert len(walks) == 2
+    *body, ret = again.bound_symbols
+    again.bound_symbols = [*body, ret.from_bsym(args=(ret.args[0][1],))]  # returns z.sum(0) alone
+    kept = transform_common.dce(again)
+    assert len(walks) == 3
+    produced = {out.name for bsym in kept.bound_symbols for out in bsym.flat_proxy_outs}
+    assert ret.args[0][0].name not in produced and ret.args[0][1].name in produced
 
 
 def test_a_meta_functions_signature_is_read_once(monkeypatch):
