@@ -1,6 +1,6 @@
 """Shortcuts in thunder's compile skip work whose result thunder throws away or already has (the executors' pass
 that looks for waits, the second trace of a symbol that the executors' pass binds to its operation, DCE's walk of
-the subsymbols per subsymbol, DCE of a trace DCE made, thunderfx's verdict per
+the subsymbols per subsymbol, DCE of a trace DCE made, a fusion pass with nothing to fuse, thunderfx's verdict per
 node, a meta's signature, a code's disassembly, a new fake tensor mode for each DTensor fake run, a DTensor fake run
 like an earlier one, the DTensor local pass's copies of what it does not change, the type check and rebuild of a
 flattened container) and compile with the garbage collector paused, and nothing else: programs compute what eager
@@ -494,6 +494,35 @@ def test_dce_does_not_walk_a_trace_it_made_again(monkeypatch):
     assert len(walks) == 3
     produced = {out.name for bsym in kept.bound_symbols for out in bsym.flat_proxy_outs}
     assert ret.args[0][0].name not in produced and ret.args[0][1].name in produced
+
+
+def _required_op_executor(required):
+    """A torch.compile executor that fuses only around ``required`` (as torchcompile_cat and _xentropy do), on CPU."""
+    from thunder.executors.torch_compile import TorchCompileExecutor
+    from thunder.executors.torchex import ex as torch_ex
+    from thunder.extend import ImplInfo
+
+    ex = TorchCompileExecutor(name=f"test_compile_passes_{required}", required_ops={required})
+    ex._implmap = {op: ImplInfo() for op in torch_ex.implmap}
+    return ex
+
+
+def test_a_fusion_executor_without_its_required_operations_leaves_the_trace_as_it_is(monkeypatch):
+    from thunder.executors import data_dependent_partition
+
+    partitions = []
+    original = data_dependent_partition.fuse_bound_symbols
+    monkeypatch.setattr(data_dependent_partition, "fuse_bound_symbols", lambda *a: partitions.append(a) or original(*a))
+    x = torch.randn(3)
+    for cache in ("constant values", "symbolic values"):
+        jf = thunder.jit(f, cache=cache, executors=[_required_op_executor("torch.cos")])
+        torch.testing.assert_close(jf(x), f(x))
+        assert partitions == []
+        assert "TorchCompile" not in str(thunder.last_traces(jf)[-1])
+    jf = thunder.jit(f, executors=[_required_op_executor("torch.sin")])
+    torch.testing.assert_close(jf(x), f(x))
+    assert len(partitions) == 1
+    assert "TorchCompile0" in str(thunder.last_traces(jf)[-1])
 
 
 def test_a_meta_functions_signature_is_read_once(monkeypatch):

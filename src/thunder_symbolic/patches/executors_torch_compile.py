@@ -1,4 +1,5 @@
-"""Patches of ``thunder/executors/torch_compile.py``: the torch.compile executor under symbolic values."""
+"""Patches of ``thunder/executors/torch_compile.py``: the torch.compile executor under symbolic values, and no
+fusion pass where an executor that fuses only around some operations finds none of them."""
 
 from __future__ import annotations
 
@@ -115,3 +116,25 @@ def _make_compiled(original):
         return compiled_without_input_aliases
 
     return make_compiled
+
+
+@patch(
+    "thunder.executors.torch_compile:TorchCompileExecutor.fusion_pass",
+    summary="an executor that fuses only regions holding one of its required operations (torchcompile_cat, "
+    "torchcompile_xentropy) returns a trace holding none of them as it is",
+    why=(
+        "0.2.6 partitions the whole trace into fusible groups, fuses none of them (each group needs a required "
+        "operation, and a group holds only the trace's own bound symbols), then rematerializes and runs DCE on "
+        "the result: a reordered copy of the same program. torchcompile_xentropy is a default executor on CPU; "
+        "its pass over a trace without a cross entropy took a thirtieth of a second of the inference "
+        "benchmark's prefill compile."
+    ),
+)
+def _fusion_pass(original):
+    def fusion_pass(self, trace):
+        required = self.required_ops
+        if required is not None and not any(bsym.sym.id in required for bsym in trace.bound_symbols):
+            return trace
+        return original(self, trace)
+
+    return fusion_pass
