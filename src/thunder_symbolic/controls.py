@@ -52,6 +52,10 @@ CONTROLS = (
     ("fail_on_recompile(jf)", "any further recompile of jf raises (serving after warm-up)"),
     ("THUNDER_SYMBOLIC_RECOMPILE_LIMIT, _ON_RECOMPILE_LIMIT", "process-wide defaults of the two jit options"),
     ("THUNDER_SYMBOLIC_LOG=recompiles", "log each recompilation with its reasons"),
+    (
+        "THUNDER_SYMBOLIC_CACHE_DIR, THUNDER_SYMBOLIC_VERDICT_CACHE=0",
+        "where thunderfx's verdicts (the node kinds thunder runs) are kept across processes; 0 keeps none",
+    ),
     ("THUNDER_SYMBOLIC=0", "do not apply the patch set in this process"),
 )
 

@@ -758,11 +758,13 @@ def run_one(args, config, ctx: Dist, device: torch.device, mode: str, cache: str
     from torch._dynamo.utils import counters
 
     import thunder
+    from thunder_symbolic import verdict_cache
 
     torch._dynamo.reset()  # each mode's compiles and graph counts are its own
     counters.clear()
     gc.collect()  # and its garbage collector does not scan the previous modes' leftovers
     runner = Runner(args, config, ctx, device, mode, cache)
+    verdicts_before = verdict_cache.use()
     iterations = args.warmup_iterations + args.num_iterations
     progress = None
     if ctx.rank == 0:
@@ -813,6 +815,8 @@ def run_one(args, config, ctx: Dist, device: torch.device, mode: str, cache: str
         "compile_time_s": runner.counter.compile_time_s,
         "first_iteration_s": first_iteration_s,
         **inductor_cache_use(counters),
+        # thunderfx's verdicts (which node kinds thunder runs) read from, and kept in, its cache across processes
+        **{f"thunderfx_verdicts_{k}": n - verdicts_before[k] for k, n in verdict_cache.use().items()},
     }
     # The compiled model must compute what the eager model computes: same weights, same prompt, and the
     # eager model's tokens fed to both (bf16 near-ties would otherwise make greedy choices diverge).
@@ -958,6 +962,11 @@ def print_report(report: dict[str, Any]) -> None:
             f"  compiling: {c['compile_time_s']:.1f} s in {c['compiling_calls']} calls; first token "
             f"{c['first_token_s']:.1f} s{in_thunder}, first iteration {c['first_iteration_s']:.1f} s; Inductor's "
             f"FX-graph cache: {c['inductor_cache_hits']} hits, {c['inductor_cache_misses']} misses"
+            + (
+                f"; thunderfx's verdict cache: {c['thunderfx_verdicts_read']} read, {c['thunderfx_verdicts_kept']} kept"
+                if run["mode"] == "thunder"
+                else ""
+            )
         )
         if run["mode"] in THUNDER_MODES:
             print(f"  thunder regions per decode step: {c['thunder_regions_per_decode_step']}")

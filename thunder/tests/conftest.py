@@ -1,5 +1,7 @@
 """Shared test configuration: these tests run against the installed thunder with the patch set applied."""
 
+import os
+import tempfile
 import warnings
 
 import pytest
@@ -26,6 +28,8 @@ def pytest_collection_modifyitems(items):
 
 
 def pytest_configure(config):
+    # Verdicts kept across processes: the suite's own, never a developer's (subprocesses inherit the folder).
+    os.environ["THUNDER_SYMBOLIC_CACHE_DIR"] = tempfile.mkdtemp(prefix="thunder-symbolic-tests-")
     if not thunder_symbolic.is_active():
         raise pytest.UsageError(f"thunder-symbolic is not active:\n{thunder_symbolic.status()}")
 

@@ -59,6 +59,12 @@ def test_symbolic_values_never_recompile_in_later_decode(tmp_path):
     # (a graph it compiled twice is a hit the second time).
     assert report["runs"][1]["compile"]["inductor_cache_misses"] > 0
     assert "Inductor's FX-graph cache: " in result.stdout
+    # and how many of thunderfx's verdicts came from its cache across processes, or went into it
+    verdicts = [
+        run["compile"]["thunderfx_verdicts_read"] + run["compile"]["thunderfx_verdicts_kept"] for run in report["runs"]
+    ]
+    assert verdicts[0] == 0 and verdicts[1] > 0  # eager has none; the first thunderfx run reads or keeps its kinds
+    assert "thunderfx's verdict cache: " in result.stdout
     # One table: each run's TBOT against eager's, the thunder regions a decode step runs, why graphs split.
     rows = {row["run"]: row for row in report["comparison"]}
     assert rows["eager"]["tbot_vs_eager"] == 1.0 and rows["eager"]["tbot_vs_inductor"] is None

@@ -1,0 +1,112 @@
+"""thunderfx's verdicts are kept across processes: a second process compiling the same graph computes none of the
+kinds the first found supported, and computes the same program; only kinds named the same in every process are
+kept, under the versions and the map of torch functions they were found with; the cache can be turned off, and
+a folder it cannot write leaves it off."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from thunder_symbolic import verdict_cache
+
+PROGRAM = textwrap.dedent(
+    """
+    import torch
+    import thunder.dynamo.utils as utils
+    from thunder.dynamo import thunderfx
+
+    computed = []
+    original = utils.try_execute_thunder_symbol
+    utils.try_execute_thunder_symbol = lambda *a, **k: computed.append(a[1].name) or original(*a, **k)
+
+    def f(x, y):
+        return (x.sin() * y + 1).sum(-1), torch.cos(y)
+
+    x, y = torch.randn(4, 3), torch.randn(3)
+    torch.testing.assert_close(thunderfx(f)(x, y), f(x, y))
+    print(len(computed))
+    """
+)
+
+
+def _computed_in_a_new_process(folder, **env) -> int:
+    env = {**os.environ, "THUNDER_SYMBOLIC_CACHE_DIR": str(folder), **env}
+    command = [sys.executable, "-c", PROGRAM]
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr
+    return int(run.stdout.split()[-1])
+
+
+def test_a_second_process_computes_no_verdict_the_first_found(tmp_path):
+    first = _computed_in_a_new_process(tmp_path)
+    assert first > 0
+    assert _computed_in_a_new_process(tmp_path) == 0
+    assert _computed_in_a_new_process(tmp_path / "elsewhere") == first
+    assert _computed_in_a_new_process(tmp_path, THUNDER_SYMBOLIC_VERDICT_CACHE="0") == first
+
+
+def _kind(target, *inputs, op="call_function"):
+    described = tuple(
+        ("input", (torch.Tensor, shape, dtype, torch.device("cpu"), False, None)) for shape, dtype in inputs
+    )
+    return op, target, (tuple, ((tuple, described), (dict, ()))), (torch.float32, torch.device("cpu"), None)
+
+
+def test_a_kind_has_the_same_text_in_every_process_or_none():
+    size = ((int, 4), (int, 3))
+    key = verdict_cache.stable_key(_kind(torch.sin, (size, torch.float32)))
+    assert key == verdict_cache.stable_key(_kind(torch.sin, (size, torch.float32)))
+    others = [
+        _kind(torch.cos, (size, torch.float32)),
+        _kind(torch.sin, (size, torch.float64)),
+        _kind(torch.sin, (((int, 4), (int, 4)), torch.float32)),
+        _kind(torch.ops.aten.sin.default, (size, torch.float32)),
+        _kind("sin", (size, torch.float32), op="call_method"),
+    ]
+    assert len({key, *map(verdict_cache.stable_key, others)}) == 6
+
+    def local(a):
+        return a
+
+    for target in (local, lambda a: a, torch.nn.Linear(2, 2)):
+        assert verdict_cache.stable_key(_kind(target, (size, torch.float32))) is None
+    node_in_a_slice = (slice, slice(torch.fx.Graph().placeholder("n"), None, None))
+    kind = ("call_function", torch.sin, (tuple, ((tuple, (node_in_a_slice,)), (dict, ()))), ())
+    assert verdict_cache.stable_key(kind) is None
+
+
+@pytest.fixture
+def fresh_cache(monkeypatch, tmp_path):
+    """The module as in a new process, with its folder under tmp_path."""
+    monkeypatch.setenv("THUNDER_SYMBOLIC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(verdict_cache, "_state", {})
+    return tmp_path
+
+
+def test_a_kind_found_with_another_map_of_torch_functions_is_not_known(fresh_cache, monkeypatch):
+    from thunder.torch import _torch_to_thunder_function_map as mapping
+
+    verdict_cache.remember("a kind")
+    assert verdict_cache.is_known("a kind")
+    monkeypatch.setitem(mapping, test_a_kind_found_with_another_map_of_torch_functions_is_not_known, torch.sin)
+    assert not verdict_cache.is_known("a kind")
+    monkeypatch.delitem(mapping, test_a_kind_found_with_another_map_of_torch_functions_is_not_known)
+    assert verdict_cache.is_known("a kind")
+
+
+def test_the_cache_turned_off_or_unwritable_keeps_nothing(fresh_cache, monkeypatch):
+    monkeypatch.setenv("THUNDER_SYMBOLIC_VERDICT_CACHE", "0")
+    verdict_cache.remember("a kind")
+    assert not verdict_cache.is_known("a kind") and not (fresh_cache / "cache").exists()
+
+    blocked = fresh_cache / "a file"
+    blocked.write_text("")
+    monkeypatch.delenv("THUNDER_SYMBOLIC_VERDICT_CACHE")
+    monkeypatch.setenv("THUNDER_SYMBOLIC_CACHE_DIR", str(blocked))
+    monkeypatch.setattr(verdict_cache, "_state", {})
+    verdict_cache.remember("a kind")  # (no error: the cache stays off)
+    assert not verdict_cache.is_known("a kind")
