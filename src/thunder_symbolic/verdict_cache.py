@@ -201,10 +201,12 @@ def _fingerprint() -> str:
 
     parts = [sys.version, torch.__version__, getattr(thunder, "__version__", ""), thunder_symbolic.__version__]
     for package in (thunder, thunder_symbolic):
-        root = pathlib.Path(package.__file__).parent
-        for path in sorted(root.rglob("*.py")):
-            stat = path.stat()
-            parts.append(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}")
+        root = os.path.dirname(package.__file__)
+        for folder, subfolders, files in os.walk(root):
+            subfolders.sort()
+            for name in sorted(n for n in files if n.endswith(".py")):
+                stat = os.stat(os.path.join(folder, name))
+                parts.append(f"{folder[len(root) :]}/{name}:{stat.st_size}:{stat.st_mtime_ns}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
