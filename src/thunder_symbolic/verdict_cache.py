@@ -179,8 +179,8 @@ def _off() -> None:
 
 
 def _open() -> _Store | None:
-    if os.environ.get("THUNDER_SYMBOLIC_VERDICT_CACHE", "1") == "0":
-        return None
+    if os.environ.get("THUNDER_SYMBOLIC_VERDICT_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
+        return None  # (read as THUNDER_SYMBOLIC is)
     try:
         where = folder()
         where.mkdir(parents=True, exist_ok=True)

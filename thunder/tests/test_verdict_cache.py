@@ -98,8 +98,9 @@ def test_a_kind_found_with_another_map_of_torch_functions_is_not_known(fresh_cac
     assert verdict_cache.is_known("a kind")
 
 
-def test_the_cache_turned_off_or_unwritable_keeps_nothing(fresh_cache, monkeypatch):
-    monkeypatch.setenv("THUNDER_SYMBOLIC_VERDICT_CACHE", "0")
+@pytest.mark.parametrize("off", ["0", "off", "False"])
+def test_the_cache_turned_off_or_unwritable_keeps_nothing(fresh_cache, monkeypatch, off):
+    monkeypatch.setenv("THUNDER_SYMBOLIC_VERDICT_CACHE", off)
     verdict_cache.remember("a kind")
     assert not verdict_cache.is_known("a kind") and not (fresh_cache / "cache").exists()
 
