@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["folder", "is_known", "remember", "stable_key", "use"]
+__all__ = ["is_known", "remember", "stable_key", "use"]
 
 _HEX = frozenset("0123456789abcdef")
 _LIBRARIES = frozenset({"torch", "_operator", "operator", "builtins", "math"})
@@ -40,8 +40,7 @@ class _Unstable(Exception):
     """A part of a node's kind that has no name shared by every process."""
 
 
-def folder() -> pathlib.Path:
-    """Where the cache lives (the status report shows it)."""
+def _folder() -> pathlib.Path:
     chosen = os.environ.get("THUNDER_SYMBOLIC_CACHE_DIR")
     if chosen:
         return pathlib.Path(chosen)
@@ -182,13 +181,13 @@ def _open() -> _Store | None:
     if os.environ.get("THUNDER_SYMBOLIC_VERDICT_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
         return None  # (read as THUNDER_SYMBOLIC is)
     try:
-        where = folder()
+        where = _folder()
         where.mkdir(parents=True, exist_ok=True)
         path = where / "thunderfx-verdicts.txt"
         known = set()
         if path.exists():
             with open(path, encoding="ascii", errors="replace") as f:
-                known = {line.strip() for line in f if len(line.strip()) == 64 and set(line.strip()) <= _HEX}
+                known = {line for line in map(str.strip, f) if len(line) == 64 and set(line) <= _HEX}
         return _Store(path, _fingerprint(), known)
     except OSError:
         return None
@@ -202,11 +201,11 @@ def _fingerprint() -> str:
     parts = [sys.version, torch.__version__, getattr(thunder, "__version__", ""), thunder_symbolic.__version__]
     for package in (thunder, thunder_symbolic):
         root = os.path.dirname(package.__file__)
-        for folder, subfolders, files in os.walk(root):
-            subfolders.sort()
+        for directory, subdirectories, files in os.walk(root):
+            subdirectories.sort()
             for name in sorted(n for n in files if n.endswith(".py")):
-                stat = os.stat(os.path.join(folder, name))
-                parts.append(f"{folder[len(root) :]}/{name}:{stat.st_size}:{stat.st_mtime_ns}")
+                stat = os.stat(os.path.join(directory, name))
+                parts.append(f"{directory[len(root) :]}/{name}:{stat.st_size}:{stat.st_mtime_ns}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 

@@ -73,7 +73,7 @@ def _dce(original):
     made = weakref.WeakKeyDictionary()  # trace DCE made -> its bound symbols then (its output is its return's)
 
     def dce(trace, needed_proxies=None):
-        if needed_proxies is None and made.get(trace) == _Identities(trace.bound_symbols):
+        if needed_proxies is None and _same_objects(made.get(trace), trace.bound_symbols):
             result = from_trace(trace)
             result.bound_symbols = list(trace.bound_symbols)
             result.set_provenance(TraceProvenance("Dead Code Elimination (nothing to remove: DCE made the trace)"))
@@ -81,19 +81,14 @@ def _dce(original):
             result = original(trace, needed_proxies)
         if compile_data.using_symbolic_values():
             result = ensure_dims_produced(result)
-        made[result] = _Identities(result.bound_symbols)  # (thunder does not change a bound symbol in place)
+        made[result] = list(result.bound_symbols)  # (thunder does not change a bound symbol in place)
         return result
 
     return dce
 
 
-class _Identities(tuple):
-    """A tuple compared by the identity of its items."""
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, tuple) and len(self) == len(other) and all(a is b for a, b in zip(self, other))
-
-    __hash__ = None
+def _same_objects(kept: list | None, current: list) -> bool:
+    return kept is not None and len(kept) == len(current) and all(a is b for a, b in zip(kept, current))
 
 
 @patch(

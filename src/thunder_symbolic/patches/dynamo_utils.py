@@ -111,8 +111,9 @@ def _is_node_supported_by_thunder(original):
         if kind is not None and kind in supported:
             verdict = (True, None)
         elif kind is not None and (stable := verdict_cache.stable_key(kind)) is not None:
-            verdict = (True, None) if verdict_cache.is_known(stable) else decide(node, thunder_options)
-            if verdict[0]:
+            if verdict_cache.is_known(stable):
+                verdict = (True, None)
+            elif (verdict := decide(node, thunder_options))[0]:
                 verdict_cache.remember(stable)
         else:
             verdict = decide(node, thunder_options)
