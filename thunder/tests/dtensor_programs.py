@@ -127,6 +127,37 @@ def large_sums(mesh):
     return _two_row_parallel_sums(mesh, 1 << 16)
 
 
+def sum_read_first(mesh):
+    """Two row-parallel products summed over the ranks, the first read before the second is computed (a MoE's
+    routed experts, unpermuted, then its shared expert): the second does not need the first sum, so it is
+    computed and started before that sum is waited for, and the two are one collective."""
+
+    def f(x, w1, w2):
+        d = DTensor.from_local(x, mesh, [Shard(1)])
+        first = F.linear(d, DTensor.from_local(w1, mesh, [Shard(1)])).redistribute(mesh, [Replicate()])
+        unpermuted = first.to_local().flip(0)
+        second = F.linear(d, DTensor.from_local(w2, mesh, [Shard(1)])).redistribute(mesh, [Replicate()])
+        return unpermuted + second.to_local()
+
+    weights = [torch.randn(6, 4, device=DEVICE) for _ in range(2)]
+    return f, [(torch.randn(n, 4, device=DEVICE), *weights) for n in LENGTHS]
+
+
+def sum_feeds_the_next(mesh):
+    """The same where the second product reads the first sum: it cannot be computed before the first sum is
+    waited for, and the two stay two collectives."""
+
+    def f(x, w1, w2):
+        d = DTensor.from_local(x, mesh, [Shard(1)])
+        first = F.linear(d, DTensor.from_local(w1, mesh, [Shard(1)])).redistribute(mesh, [Replicate()])
+        fed = DTensor.from_local(first.to_local()[:, :4] * 2, mesh, [Shard(1)])
+        second = F.linear(fed, DTensor.from_local(w2, mesh, [Shard(1)])).redistribute(mesh, [Replicate()])
+        return first.to_local() + second.to_local()
+
+    weights = [torch.randn(6, 4, device=DEVICE) for _ in range(2)]
+    return f, [(torch.randn(n, 4, device=DEVICE), *weights) for n in LENGTHS]
+
+
 def overlapped_sum(mesh):
     """A row-parallel product summed over the ranks while a product that does not need the sum is computed."""
 
@@ -293,6 +324,8 @@ CASES = {
     "sums_together": sums_together,
     "large_sums": large_sums,
     "overlapped_sum": overlapped_sum,
+    "sum_read_first": sum_read_first,
+    "sum_feeds_the_next": sum_feeds_the_next,
     "reshape_replicated": reshape_replicated,
     "broadcast_replicated": broadcast_replicated,
     "silu_sharded": silu_sharded,

@@ -194,6 +194,25 @@ def test_sums_started_before_either_is_read_are_one_collective(results):
 
 
 @pytest.mark.distributed
+def test_a_sum_computed_without_an_earlier_sum_joins_it(results):
+    """The first sum is read before the second product is computed (a MoE's routed experts, then its shared
+    expert): the second product does not need the first sum, so it is computed and its sum started before
+    the first is waited for, and the two are one collective (they were two)."""
+    _check(results, "sum_read_first", "sum_read_first")
+    order = _order(results, "sum_read_first", "local_linear", "flip")
+    assert order == ["local_linear", "local_linear", "local_all_reduce_together", "local_wait_together", "flip"]
+
+
+@pytest.mark.distributed
+def test_a_sum_computed_from_an_earlier_sum_waits_for_it(results):
+    """Where the second product reads the first sum, it is computed after that sum is waited for: two
+    collectives, in the program's order."""
+    _check(results, "sum_feeds_the_next", "sum_feeds_the_next")
+    order = _order(results, "sum_feeds_the_next", "local_linear")
+    assert order == ["local_linear", "local_all_reduce", "local_wait", "local_linear", "local_all_reduce", "local_wait"]
+
+
+@pytest.mark.distributed
 def test_sums_larger_than_a_bucket_stay_two_collectives(results):
     """Larger sums cost their bytes: the first is started at once, the second product computed while it is
     communicated, then the second sum started, and each is waited for where it is read."""
