@@ -3,7 +3,8 @@ that looks for waits, the second trace of a symbol that the executors' pass bind
 the subsymbols per subsymbol, DCE of a trace DCE made, a fusion pass with nothing to fuse, thunderfx's verdict per
 node, a meta's signature, a code's disassembly, a new fake tensor mode for each DTensor fake run, a DTensor fake run
 like an earlier one, the DTensor local pass's copies of what it does not change, the type check and rebuild of a
-flattened container) and compile with the garbage collector paused, and nothing else: programs compute what eager
+flattened container, a vmap region of Dynamo's graph that nothing reads) and compile with the garbage collector
+paused, and nothing else: programs compute what eager
 PyTorch computes, the passes yield what thunder's yield, and a trace that has waits for collectives still has them
 sorted."""
 
@@ -644,6 +645,63 @@ def test_a_thunderfx_call_compiles_with_the_collector_paused(monkeypatch):
     with pytest.raises(ValueError, match="too long"):
         compiled(torch.randn(5))
     assert gc.isenabled()
+
+
+def _unread_vmap_then_used_vmap(x):
+    torch.vmap(torch.vmap(lambda r: r * 2))(x[None])  # transformers' mask functions nest vmaps; nothing reads this
+    return x.sin() + torch.vmap(lambda r: r * 3)(x)
+
+
+def test_a_vmap_region_that_nothing_reads_is_removed_before_thunderfx_splits():
+    """Dynamo keeps a vmap region whose result nothing reads (entering a level is a side effect to FX), and
+    thunderfx left it to Inductor as a region of its own, splitting thunder's region around it: here two
+    Inductor regions and two thunder regions, now one Inductor region, for the vmap that is read."""
+    from thunder.dynamo import thunderfx
+
+    compiled = thunderfx(_unread_vmap_then_used_vmap)
+    torch.testing.assert_close(compiled(x := torch.randn(3, 4)), _unread_vmap_then_used_vmap(x), rtol=0, atol=0)
+    (info,) = compiled._backend.subgraph_infos
+    assert [name for name, _ in info.split_graph_module.named_children()] == ["thunder_0", "inductor_1", "thunder_2"]
+
+
+def _dynamo_graph(fn, *args) -> torch.fx.GraphModule:
+    graphs = []
+
+    def backend(gm, sample_args):
+        graphs.append(gm)
+        return gm
+
+    torch._dynamo.reset()
+    torch.compile(fn, backend=backend, fullgraph=True)(*args)
+    return graphs[0]
+
+
+def test_removing_an_unread_vmap_region_keeps_the_others_and_what_they_read():
+    """The vmap region that is read keeps its entering and leaving (FX's dead-code elimination would remove
+    them: it counts the pre-dispatch vmap functions as pure), and the graph computes what the function does."""
+    from thunder_symbolic import fx_vmap
+
+    gm = _dynamo_graph(_unread_vmap_then_used_vmap, x := torch.randn(3, 4))
+    assert len(fx_vmap.outermost_regions(gm.graph)) == 2
+    assert fx_vmap.remove_unread_regions(gm) == 1
+    assert len(fx_vmap.outermost_regions(gm.graph)) == 1
+    assert fx_vmap.remove_unread_regions(gm) == 0
+    torch.testing.assert_close(gm(x)[0], _unread_vmap_then_used_vmap(x), rtol=0, atol=0)
+
+
+def test_a_vmap_region_that_writes_is_kept_though_nothing_reads_it():
+    """A region whose computation writes in place outlives itself through what it wrote: it stays."""
+    from thunder_symbolic import fx_vmap
+
+    def writes(x, y):
+        torch.vmap(lambda r, s: s.copy_(r * 2))(x, y)
+        return y + 1
+
+    gm = _dynamo_graph(writes, torch.randn(3, 4), torch.zeros(3, 4))
+    assert len(fx_vmap.outermost_regions(gm.graph)) == 1
+    assert fx_vmap.remove_unread_regions(gm) == 0 and len(fx_vmap.outermost_regions(gm.graph)) == 1
+    x, y = torch.randn(3, 4), torch.zeros(3, 4)
+    torch.testing.assert_close(gm(x, y)[0], x * 2 + 1, rtol=0, atol=0)
 
 
 def test_the_dtensor_local_pass_copies_only_what_reads_a_rewritten_to_local(monkeypatch, one_rank_group):

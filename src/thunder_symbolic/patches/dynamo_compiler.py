@@ -1,10 +1,11 @@
-"""Patches of ``thunder/dynamo/compiler.py``: a thunderfx call compiles with the garbage collector paused."""
+"""Patches of ``thunder/dynamo/compiler.py``: a thunderfx call compiles with the garbage collector paused, and
+the graph thunderfx splits holds no vmap region whose result nothing reads."""
 
 from __future__ import annotations
 
 import functools
 
-from thunder_symbolic import gc_pause
+from thunder_symbolic import fx_vmap, gc_pause
 from thunder_symbolic._registry import patch
 
 
@@ -26,5 +27,25 @@ def _call(original):
     def __call__(self, *args, **kwargs):
         with gc_pause.paused():
             return original(self, *args, **kwargs)
+
+    return __call__
+
+
+@patch(
+    "thunder.dynamo.compiler:ThunderCompiler.__call__",
+    summary="a vmap region of Dynamo's graph whose result nothing reads, and that writes nothing, is removed "
+    "before the graph is split",
+    why=(
+        "Dynamo keeps such a region (FX counts entering a vmap level as a side effect) and thunderfx leaves "
+        "every vmap region to Inductor: transformers' mask functions build one a step whose mask is dropped, "
+        "which cost the inference benchmark an Inductor region to compile and call in every graph, and one "
+        "more thunder region (the region split thunder's in two)."
+    ),
+)
+def _compiler_call(original):
+    @functools.wraps(original)
+    def __call__(self, gm, sample_args):
+        fx_vmap.remove_unread_regions(gm)
+        return original(self, gm, sample_args)
 
     return __call__

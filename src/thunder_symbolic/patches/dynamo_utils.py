@@ -8,20 +8,8 @@ import weakref
 
 import torch
 
-from thunder_symbolic import sizes, verdict_cache
+from thunder_symbolic import fx_vmap, sizes, verdict_cache
 from thunder_symbolic._registry import patch
-
-
-def _vmap_nesting_functions() -> tuple[set, set]:
-    """The functions an FX graph calls to enter and leave a vmap level (torch 2.9 traces the pre-dispatch ones)."""
-    enter, leave = {torch._C._functorch._vmap_increment_nesting}, {torch._C._functorch._vmap_decrement_nesting}
-    try:
-        from torch._functorch import predispatch
-    except ImportError:
-        return enter, leave
-    enter.add(predispatch._vmap_increment_nesting)
-    leave.add(predispatch._vmap_decrement_nesting)
-    return enter, leave
 
 
 @patch(
@@ -36,7 +24,7 @@ def _vmap_nesting_functions() -> tuple[set, set]:
     replaces=True,
 )
 def _nodes_in_unsupported_regions(original):
-    enter, leave = _vmap_nesting_functions()
+    enter, leave = fx_vmap.nesting_functions()
 
     def get_nodes_in_unsupported_ctx_regions(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
         """Replaces upstream's function: its decrement branch could never match and it missed torch 2.9's
