@@ -35,9 +35,10 @@ communication, as in Inductor's schedule; and sums that are all started before a
 one collective of the tensors flattened together, as DDP buckets gradients: on a decode step a sum costs
 the collective's latency, not its bytes. Where a sum is read before the operand of a later one is computed,
 and that computation does not need the sum (a MoE's routed experts, summed and unpermuted, then its shared
-expert), the computation and the later sum are moved before the wait, so that both sums are one. Each element is summed
-over the same ranks either way. A small sum of CPU tensors over gloo ranks is an all-gather and one local
-sum (see ``GATHER_BYTES``): on 2 ranks of a small CPU machine, 2-2.5x as fast as gloo's all-reduce.
+expert), the computation and the later sum are moved before the wait, so that both sums are one. Each
+element is summed over the same ranks either way. A small sum of CPU tensors over gloo ranks is an
+all-gather and one local sum (see ``GATHER_BYTES``): on 2 ranks of a small CPU machine, 2-2.5x as fast as
+gloo's all-reduce.
 """
 
 from __future__ import annotations
@@ -49,9 +50,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from thunder.core import dtypes
-from thunder.core.prims import OpTags, PrimIDs
+from thunder.core.prims import PrimIDs
 from thunder.core.proxies import AnyProxy, TensorProxy, variableify
 from thunder.core.trace import TraceProvenance, from_trace, tracectx
+from thunder.core.update_aliases import _is_inplace_op
 from thunder.executors.torchex import ex as pytorchex
 from thunder.extend import FusionExecutor, ImplInfo, register_executor
 from thunder.torch.experimental import dtensor_torch_and_prims as dtensor_ops
@@ -509,7 +511,7 @@ def _start_before_waits(bound_symbols) -> list:
         later = None
         if first is not None:
             later = next((k for k in range(i + 1, len(scheduled)) if _is_start(scheduled[k])), None)
-        if later is None or not _same_bucket(first, scheduled[later]):
+        if later is None or not _joins(first, scheduled[later]):
             i += 1
             continue
         segment, start = scheduled[i + 1 : later], scheduled[later]
@@ -523,8 +525,11 @@ def _start_before_waits(bound_symbols) -> list:
     return scheduled
 
 
-def _same_bucket(first, start) -> bool:
-    return _Bucket._key(first) == _Bucket._key(start) and _bytes(first.args[0]) + _bytes(start.args[0]) <= BUCKET_BYTES
+def _joins(first, start) -> bool:
+    """Whether a bucket holding the sum ``first`` would take ``start`` (were nothing read in between)."""
+    bucket = _Bucket(first)
+    bucket.add(first)
+    return bucket.accepts(start)
 
 
 def _operand_computation(segment, start, needing: set[str]) -> list | None:
@@ -546,12 +551,12 @@ def _operand_computation(segment, start, needing: set[str]) -> list | None:
 
 
 def _writes_or_communicates(bsym) -> bool:
+    """thunder's test of an in-place operation (its tag, or a last subsymbol that copies), or an executor's
+    operator named in place (``copy_``), or this executor's communication."""
     if bsym.sym.executor is executor and bsym.sym.name in _COMMUNICATION:
         return True
     name = bsym.sym.name
-    if (name.endswith("_") and not name.endswith("__")) or (bsym.sym.tags and OpTags.IN_PLACE in bsym.sym.tags):
-        return True
-    return bool(bsym.subsymbols) and bsym.subsymbols[-1].sym.id == PrimIDs.COPY_
+    return (name.endswith("_") and not name.endswith("__")) or _is_inplace_op(bsym)
 
 
 class _Bucket:

@@ -10,34 +10,41 @@ to compile and call, and it split thunder's region in two.
 
 from __future__ import annotations
 
+import functools
+import types
+
 import torch
 import torch.fx
 
 __all__ = ["nesting_functions", "outermost_regions", "remove_unread_regions"]
 
 
-def nesting_functions() -> tuple[frozenset, frozenset]:
-    """The functions an FX graph calls to enter and leave a vmap level."""
-    enter, leave = {torch._C._functorch._vmap_increment_nesting}, {torch._C._functorch._vmap_decrement_nesting}
+def _predispatch() -> types.ModuleType | None:
     try:
         from torch._functorch import predispatch
     except ImportError:
-        return frozenset(enter), frozenset(leave)
-    enter.add(predispatch._vmap_increment_nesting)
-    leave.add(predispatch._vmap_decrement_nesting)
+        return None
+    return predispatch
+
+
+@functools.cache
+def nesting_functions() -> tuple[frozenset, frozenset]:
+    """The functions an FX graph calls to enter and leave a vmap level."""
+    enter, leave = {torch._C._functorch._vmap_increment_nesting}, {torch._C._functorch._vmap_decrement_nesting}
+    if (predispatch := _predispatch()) is not None:
+        enter.add(predispatch._vmap_increment_nesting)
+        leave.add(predispatch._vmap_decrement_nesting)
     return frozenset(enter), frozenset(leave)
 
 
+@functools.cache
 def _bookkeeping() -> frozenset:
     """What a vmap region calls besides its computation: entering and leaving levels, (un)batching tensors, and
     loading vmap's decompositions (once per process; the region that needed them is the one removed)."""
     enter, leave = nesting_functions()
-    functions = set(enter | leave) | {torch._C._functorch._add_batch_dim, torch._C._functorch._remove_batch_dim}
-    try:
-        from torch._functorch import predispatch
-    except ImportError:
-        return frozenset(functions)
-    functions |= {predispatch._add_batch_dim, predispatch._remove_batch_dim, predispatch.lazy_load_decompositions}
+    functions = enter | leave | {torch._C._functorch._add_batch_dim, torch._C._functorch._remove_batch_dim}
+    if (predispatch := _predispatch()) is not None:
+        functions |= {predispatch._add_batch_dim, predispatch._remove_batch_dim, predispatch.lazy_load_decompositions}
     return frozenset(functions)
 
 
@@ -61,15 +68,15 @@ def outermost_regions(graph: torch.fx.Graph) -> list[list[torch.fx.Node]] | None
     return regions if depth == 0 else None
 
 
-def _loads_decompositions(node: torch.fx.Node, bookkeeping: frozenset) -> bool:
+def _loads_decompositions(node: torch.fx.Node) -> bool:
     target = node.target if node.op == "call_function" else None
-    return target in bookkeeping and getattr(target, "__name__", "") == "lazy_load_decompositions"
+    return target in _bookkeeping() and getattr(target, "__name__", "") == "lazy_load_decompositions"
 
 
-def _writes(node: torch.fx.Node, bookkeeping: frozenset) -> bool:
+def _writes(node: torch.fx.Node) -> bool:
     """Whether ``node`` may change state that outlives the region: anything but a call of a function or method
     that is not in place and not a side effect for FX (vmap's own bookkeeping aside)."""
-    if node.op == "call_function" and node.target in bookkeeping:
+    if node.op == "call_function" and node.target in _bookkeeping():
         return False
     if node.op not in ("call_function", "call_method") or node.is_impure():
         return True
@@ -87,34 +94,33 @@ def remove_unread_regions(gm: torch.fx.GraphModule) -> int:
     regions = outermost_regions(gm.graph)
     if not regions:
         return 0
-    bookkeeping = _bookkeeping()
     removed = 0
     for nodes in regions:
         members = set(nodes)
         if any(user not in members for node in nodes for user in node.users):
             continue
-        if any(_writes(node, bookkeeping) for node in nodes):
+        if any(_writes(node) for node in nodes):
             continue
         before = nodes[0].prev
-        if _loads_decompositions(before, bookkeeping) and not before.users:
+        if _loads_decompositions(before) and not before.users:
             nodes.insert(0, before)
         read = {arg for node in nodes for arg in node.all_input_nodes} - members
         for node in reversed(nodes):
             gm.graph.erase_node(node)
-        _remove_unread(gm.graph, read, bookkeeping)
+        _remove_unread(gm.graph, read)
         removed += 1
     if removed:
         gm.recompile()
     return removed
 
 
-def _remove_unread(graph: torch.fx.Graph, candidates: set, bookkeeping: frozenset) -> None:
+def _remove_unread(graph: torch.fx.Graph, candidates: set) -> None:
     """Remove the computations among ``candidates`` that nothing reads, then those they alone read."""
     while candidates:
         node = candidates.pop()
-        if node.users or node.op not in ("call_function", "call_method") or node.target in bookkeeping:
+        if node.users or node.op not in ("call_function", "call_method") or node.target in _bookkeeping():
             continue
-        if _writes(node, bookkeeping):
+        if _writes(node):
             continue
         candidates |= set(node.all_input_nodes)
         graph.erase_node(node)
