@@ -3,8 +3,8 @@ that looks for waits, the second trace of a symbol that the executors' pass bind
 the subsymbols per subsymbol, DCE of a trace DCE made, a fusion pass with nothing to fuse, thunderfx's verdict per
 node, a meta's signature, a code's disassembly, a new fake tensor mode for each DTensor fake run, a DTensor fake run
 like an earlier one, the DTensor local pass's copies of what it does not change, the type check and rebuild of a
-flattened container, a vmap region of Dynamo's graph that nothing reads) and compile with the garbage collector
-paused, and nothing else: programs compute what eager
+flattened container, a vmap region of Dynamo's graph that nothing reads, a bound symbol for each comparison of
+sizes in a meta function) and compile with the garbage collector paused, and nothing else: programs compute what eager
 PyTorch computes, the passes yield what thunder's yield, and a trace that has waits for collectives still has them
 sorted."""
 
@@ -119,17 +119,25 @@ def _original_of(replacement):
     return original
 
 
+_COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
+
+
 def _lowered_by_both(jitted, trace):
     """``trace`` lowered by the operator executors' pass of this package and of thunder 0.2.6, each as a nested
-    list of symbol names, arguments and tags, proxies named in their order of appearance."""
+    list of symbol names, arguments and tags, proxies named in their order of appearance, without comparisons
+    of numbers: thunder's pass traces a symbol again outside the recording of guards, where the comparisons its
+    meta function makes are recorded (while tracing, each is a bool with its guard; see patches.core_proxies)."""
     from thunder.core.compile_data import compile_data_and_stats
-    from thunder.core.proxies import Proxy
-    from thunder.core.pytree import tree_map
+    from thunder.core.proxies import Proxy, TensorProxy
+    from thunder.core.pytree import tree_flatten, tree_map
     from thunder.executors import passes
 
     replacement = passes._transform_for_operator_executor_execution
     original = _original_of(replacement)
     executors = thunder.compile_data(jitted).executors_list
+
+    def of_numbers(b):
+        return b.sym.name in _COMPARISONS and not any(isinstance(a, TensorProxy) for a in tree_flatten(b.args)[0])
 
     def outline(bsyms, names):
         def name(x):
@@ -139,6 +147,7 @@ def _lowered_by_both(jitted, trace):
             (b.sym.name, tree_map(name, (b.args, b.kwargs)), tree_map(name, b.output), b.tags)
             + (outline(b.subsymbols, names),)
             for b in bsyms
+            if not of_numbers(b)
         ]
 
     with compile_data_and_stats(thunder.compile_data(jitted), thunder.compile_stats(jitted)):  # as in the compile
@@ -173,6 +182,27 @@ def test_the_operator_pass_lowers_as_thunders_pass_does(cache):
         for trace in (thunder.last_traces(jg)[0], thunder.last_prologue_traces(jg)[0], joint):
             ours, upstream = _lowered_by_both(jg, trace)
             assert ours == upstream
+
+
+def test_a_meta_functions_comparison_of_sizes_is_a_guard_and_no_bound_symbol():
+    """Broadcasting compares sizes inside meta functions; each comparison becomes the guard it implies, with no
+    bound symbol (thunder recorded one for DCE to drop). The guards still decide: one program for the sizes
+    that compare alike, another once a size is 1 (it broadcasts), each equal to eager."""
+
+    def f(x, y):
+        return x * y
+
+    def walk(bsyms):
+        for b in bsyms:
+            yield b
+            yield from walk(b.subsymbols)
+
+    jf = thunder.jit(f, cache="symbolic values")
+    for n, m in [(4, 4), (5, 5), (7, 7), (1, 6)]:
+        torch.testing.assert_close(jf(x := torch.randn(n, 3), y := torch.randn(m, 3)), f(x, y))
+    traced = thunder.last_traces(jf)[0]  # as traced, before DCE
+    assert {b.sym.name for b in walk(traced.bound_symbols)} & _COMPARISONS == set()
+    assert thunder.cache_misses(jf) == 2
 
 
 @pytest.fixture

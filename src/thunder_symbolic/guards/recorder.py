@@ -126,6 +126,10 @@ class GuardRecorder:
         expr = self._expression(number, f"its truth value ({truth})")
         if expr is None:
             return
+        self.observe_condition(expr, truth, number)
+
+    def observe_condition(self, expr: Expr, truth: bool, number: Any = "a comparison") -> None:
+        """``expr`` (a condition over the inputs, with no proxy of its own) was ``truth``."""
         self._add(algebra.truth(expr) if truth else algebra.negate(expr), number)
 
     def observe_value(self, number: Any, value: Any) -> None:

@@ -10,6 +10,7 @@ import sys
 import torch
 from thunder.core import compile_data
 from thunder.core.proxies import CONSTRAINT, FloatProxy, IntegerProxy, NumberProxy, TensorProxy
+from thunder.core.trace import get_tracectx
 from torch._subclasses.fake_tensor import FakeTensor
 
 from thunder_symbolic import controls
@@ -206,14 +207,19 @@ del _class
 
 
 def _derive(original):
+    arity = 2 if original.__name__ == "_elementwise_binary_helper" else 1
+
     @opaque
     def helper(*operands_and_op):
         # (a, b, name, fn[, type_promotion_kind]) or (a, name, fn[, type_promotion_kind])
-        result = original(*operands_and_op)
         recorder = guard_recorder.current()
+        operands, fn = operands_and_op[:arity], operands_and_op[arity + 1]
+        if recorder is not None and fn in algebra.COMPARISONS:
+            decided = _decided_in_a_meta(recorder, operands, fn)
+            if decided is not None:
+                return decided
+        result = original(*operands_and_op)
         if recorder is not None:
-            arity = 2 if original.__name__ == "_elementwise_binary_helper" else 1
-            operands, fn = operands_and_op[:arity], operands_and_op[arity + 1]
             if isinstance(result, NumberProxy) and any(algebra.is_data_dependent(o) for o in operands):
                 algebra.mark_data_dependent(result)
             elif any(algebra.is_symbolic(o) for o in operands):
@@ -229,6 +235,31 @@ def _derive(original):
     return staticmethod(helper)
 
 
+def _decided_in_a_meta(recorder, operands: tuple, fn) -> bool | None:
+    """The truth of a comparison of symbolic numbers made inside a symbol's meta function, recorded as the
+    guard it implies; None to leave the comparison to thunder.
+
+    thunder records each comparison as a bound symbol whose boolean proxy a meta function's branch or check
+    then converts with ``bool()`` (which records the guard), and DCE later drops the bound symbol: in the
+    inference benchmark's prefill, 800 comparisons (broadcasting, reshape, indexing checks) cost a tenth of
+    thunder's compile that way. A bool with its guard is what such a branch sees; a meta that uses the result as
+    a number gets a constant that the guard pins (a program no less valid, possibly more specialized). Code
+    the interpreter runs at the trace's top level (the user's) keeps its proxies, as does building a backward
+    (its stand-in recorder turns guards it cannot check into exact shapes)."""
+    trace = get_tracectx()
+    if trace is None or trace.peek_scope() is trace.bound_symbols or recorder.ignoring or recorder.stands_in:
+        return None
+    if not all(algebra.python_type(o) in (bool, int, float) for o in operands) or not any(
+        algebra.is_symbolic(o) for o in operands
+    ):
+        return None  # a tensor, a complex, or numbers without expressions: thunder's own path
+    if any(algebra.is_data_dependent(o) for o in operands) or (expr := algebra.apply(fn, operands)) is None:
+        return None
+    truth = fn(*(o.value if isinstance(o, NumberProxy) else o for o in operands))
+    recorder.observe_condition(expr, truth)
+    return truth
+
+
 class _Transient:
     """Stands for a number that exists only as an expression (no proxy was created for it)."""
 
@@ -241,8 +272,10 @@ class _Transient:
 for _helper in ("_elementwise_binary_helper", "_elementwise_unary_helper"):
     patch(
         f"thunder.core.proxies:NumberProxy.{_helper}",
-        summary="attaches to each number it computes the expression of that number over the trace's inputs",
-        why="Guards must be re-evaluated in the prologue from the inputs; the expression says how.",
+        summary="attaches to each number it computes the expression of that number over the trace's inputs; "
+        "a comparison a symbol's meta function makes is a bool with its guard, not a bound symbol",
+        why="Guards must be re-evaluated in the prologue from the inputs; the expression says how. A meta "
+        "function's comparison was recorded only for DCE to drop it (see _decided_in_a_meta).",
         upstream="Lightning-AI/lightning-thunder#463",
     )(lambda original: _derive(original.__func__))
 del _helper
