@@ -10,8 +10,10 @@ torch, Python, thunder-symbolic and mapping of torch functions to thunder reads 
 Only "supported" is kept, and only for an operation named the same in every process (a torch operation, a
 function or method of torch or the standard library): a wrong entry could only split a graph or make its
 compile fail, never change what a program computes. Entries are hashes, one per line, appended by each process
-(lines shorter than a pipe's atomic write, so concurrent ranks do not interleave them). Any failure to read or
-write leaves the cache off for the process.
+(lines shorter than a pipe's atomic write, so concurrent ranks do not interleave them), in one file per set of
+versions: a process keeps the files of the last four sets used (by the time a file was last written or
+opened) and removes the others, which no process like it reads again (a machine that updates its packages
+would otherwise add to the cache forever). Any failure to read or write leaves the cache off for the process.
 
 ``THUNDER_SYMBOLIC_CACHE_DIR`` chooses the folder (default ``$XDG_CACHE_HOME/thunder-symbolic`` or
 ``~/.cache/thunder-symbolic``); ``THUNDER_SYMBOLIC_VERDICT_CACHE=0`` turns the cache off.
@@ -19,6 +21,7 @@ write leaves the cache off for the process.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import os
@@ -177,20 +180,39 @@ def _off() -> None:
         _state["store"] = None
 
 
+_KEPT_VERSIONS = 4
+_FILES = "thunderfx-verdicts*.txt"  # (before one file per set of versions: thunderfx-verdicts.txt)
+
+
 def _open() -> _Store | None:
     if os.environ.get("THUNDER_SYMBOLIC_VERDICT_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
         return None  # (read as THUNDER_SYMBOLIC is)
     try:
         where = _folder()
         where.mkdir(parents=True, exist_ok=True)
-        path = where / "thunderfx-verdicts.txt"
+        fingerprint = _fingerprint()
+        path = where / f"thunderfx-verdicts-{fingerprint[:16]}.txt"
         known = set()
         if path.exists():
             with open(path, encoding="ascii", errors="replace") as f:
                 known = {line for line in map(str.strip, f) if len(line) == 64 and set(line) <= _HEX}
-        return _Store(path, _fingerprint(), known)
+            path.touch()  # used now: the last to be removed
+        _remove_old_versions(where, path)
+        return _Store(path, fingerprint, known)
     except OSError:
         return None
+
+
+def _remove_old_versions(where: pathlib.Path, own: pathlib.Path) -> None:
+    """Remove the files of all but the sets of versions used last (another process may be removing them too)."""
+    others = []
+    for path in where.glob(_FILES):
+        if path != own:
+            with contextlib.suppress(OSError):  # removed meanwhile
+                others.append((path.stat().st_mtime, path))
+    for _, path in sorted(others, reverse=True)[_KEPT_VERSIONS - 1 :]:
+        with contextlib.suppress(OSError):  # a file this process cannot remove stays
+            path.unlink()
 
 
 def _fingerprint() -> str:

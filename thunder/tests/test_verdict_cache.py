@@ -1,12 +1,13 @@
 """thunderfx's verdicts are kept across processes: a second process compiling the same graph computes none of the
 kinds the first found supported, and computes the same program; only kinds named the same in every process are
-kept, under the versions and the map of torch functions they were found with; the cache can be turned off, and
-a folder it cannot write leaves it off."""
+kept, under the versions and the map of torch functions they were found with, and only for the last sets of
+versions used; the cache can be turned off, and a folder it cannot write leaves it off."""
 
 import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 import torch
@@ -96,6 +97,36 @@ def test_a_kind_found_with_another_map_of_torch_functions_is_not_known(fresh_cac
     assert not verdict_cache.is_known("a kind")
     monkeypatch.delitem(mapping, test_a_kind_found_with_another_map_of_torch_functions_is_not_known)
     assert verdict_cache.is_known("a kind")
+
+
+def test_only_the_last_sets_of_versions_used_keep_their_verdicts(fresh_cache, monkeypatch):
+    """Each set of versions has its file; opening the cache removes the files of all but the four sets used
+    last, the one opened included (and the single file of earlier releases); what the kept files hold stays."""
+    folder = fresh_cache / "cache"
+
+    def open_as(version):
+        monkeypatch.setattr(verdict_cache, "_fingerprint", lambda: version * 64)
+        monkeypatch.setattr(verdict_cache, "_state", {})
+
+    def file_of(version):
+        return folder / f"thunderfx-verdicts-{version * 16}.txt"
+
+    open_as("b")
+    verdict_cache.remember("a kind")
+    (folder / "thunderfx-verdicts.txt").write_text("0" * 64 + "\n")
+    for version in "cdef":
+        file_of(version).write_text("1" * 64 + "\n")
+    now = time.time()
+    for age, path in enumerate([*map(file_of, "bcdef"), folder / "thunderfx-verdicts.txt"], start=1):
+        os.utime(path, (now - age, now - age))
+
+    open_as("a")
+    assert not verdict_cache.is_known("a kind")  # another set of versions: b's verdict is not a's
+    assert sorted(folder.iterdir()) == list(map(file_of, "bcd"))
+    verdict_cache.remember("a kind")
+    open_as("b")
+    assert verdict_cache.is_known("a kind")
+    assert sorted(folder.iterdir()) == list(map(file_of, "abcd"))
 
 
 @pytest.mark.parametrize("off", ["0", "off", "False"])
