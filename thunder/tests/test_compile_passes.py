@@ -98,6 +98,26 @@ def test_an_operation_registered_like_its_symbol_is_bound_without_tracing_the_sy
         assert len(traced) == 1 and thunder.cache_misses(jg) == 1
 
 
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+def test_reshape_and_add_are_bound_without_calling_their_execution_transforms(monkeypatch, cache):
+    """The torch executor's reshape and add transforms only pass the arguments on to the operation: calling them
+    traced the symbol again (reshape's checks and arithmetic of the sizes)."""
+    from thunder.executors import torchex
+
+    called, ops = [], {torchex.reshape, torchex.add}
+    for op in ops:
+        monkeypatch.setattr(torchex, op.name, lambda *a, op=op, **k: called.append(op.name) or op(*a, **k))
+
+    def g(x, n):
+        return (x.reshape(-1, x.shape[-1]) + n).reshape(x.shape[0] * 2, -1)
+
+    jg = thunder.jit(g, cache=cache)
+    for shape in [(2, 4), (3, 4)]:
+        torch.testing.assert_close(jg(x := torch.randn(shape), 2), g(x, 2))
+    assert called == []
+    assert ops <= {b.sym for b in thunder.last_traces(jg)[-1].bound_symbols}
+
+
 def test_an_operation_under_autocast_is_traced(monkeypatch):
     """Where autocast applies to the symbol, the call could bind other symbols: the pass calls the operation, as
     0.2.6 did, and the symbol's autocast rule runs again."""
@@ -126,11 +146,16 @@ def _lowered_by_both(jitted, trace):
     """``trace`` lowered by the operator executors' pass of this package and of thunder 0.2.6, each as a nested
     list of symbol names, arguments and tags, proxies named in their order of appearance, without comparisons
     of numbers: thunder's pass traces a symbol again outside the recording of guards, where the comparisons its
-    meta function makes are recorded (while tracing, each is a bool with its guard; see patches.core_proxies)."""
+    meta function makes are recorded (while tracing, each is a bool with its guard; see patches.core_proxies).
+    The torch executor's reshape and add, bound without calling their execution transforms, hold the symbol as
+    traced (its decomposition one level down differs: thunder's pass traced it again, and the torch executor
+    runs the operation, never its subsymbols)."""
     from thunder.core.compile_data import compile_data_and_stats
     from thunder.core.proxies import Proxy, TensorProxy
     from thunder.core.pytree import tree_flatten, tree_map
-    from thunder.executors import passes
+    from thunder.executors import passes, torchex
+
+    passed_on = {torchex.reshape, torchex.add}
 
     replacement = passes._transform_for_operator_executor_execution
     original = _original_of(replacement)
@@ -139,13 +164,15 @@ def _lowered_by_both(jitted, trace):
     def of_numbers(b):
         return b.sym.name in _COMPARISONS and not any(isinstance(a, TensorProxy) for a in tree_flatten(b.args)[0])
 
-    def outline(bsyms, names):
+    def outline(bsyms, names, depth=None):
         def name(x):
             return names.setdefault(x.name, f"p{len(names)}") if isinstance(x, Proxy) else repr(x)
 
+        if depth == 0:
+            return []
         return [
             (b.sym.name, tree_map(name, (b.args, b.kwargs)), tree_map(name, b.output), b.tags)
-            + (outline(b.subsymbols, names),)
+            + (outline(b.subsymbols, names, 1 if b.sym in passed_on else None if depth is None else depth - 1),)
             for b in bsyms
             if not of_numbers(b)
         ]

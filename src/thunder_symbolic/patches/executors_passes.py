@@ -39,7 +39,8 @@ def _transform_for_execution(original):
 @patch(
     "thunder.executors.passes:_transform_for_operator_executor_execution",
     summary="the operator executors' pass binds a symbol to the executor's operation without tracing the "
-    "symbol again where that operation is the symbol or is registered from it (like= or meta=); when "
+    "symbol again where that operation is the symbol or is registered from it (like= or meta=), also behind "
+    "an execution transform that only passes the arguments on (torch's reshape and add); when "
     "thunder.jit runs the pass only to see whether it yields waits for thunder's collectives to sort, and "
     "the trace has none to yield, the pass is skipped",
     why=(
@@ -102,7 +103,8 @@ def _operator_lowering():
                 if not (ex.can_execute(bsym) if operator else isinstance(ex, FusionExecutor) and ex.can_fuse(bsym)):
                     continue
                 if (transform := ex.get_execution_transform(bsym)) is not None:
-                    return self.trace_call(transform, bsym)
+                    bound = _passed_on_without_tracing(transform, bsym)
+                    return self.trace_call(transform, bsym) if bound is None else self.keep(bound)
                 if not operator:
                     return self.keep(bsym)
                 op = ex.implmap[bsym.sym.id].symbol
@@ -124,6 +126,37 @@ def _operator_lowering():
             self.add_bsyms_from_function(fn, *bsym.args, **bsym.kwargs, tags=bsym.tags)
 
     return OperatorLowering
+
+
+@functools.cache
+def _passing_on() -> dict:
+    """torch executor's execution transforms that only pass their symbol's arguments on, in another form, to
+    the operation registered like the symbol: the transform -> that operation, and the arguments it gets."""
+    from thunder.core.utils import extract_shape_from_varargs
+    from thunder.executors import torchex
+
+    def reshape(a, *shape):
+        return (a, extract_shape_from_varargs(shape)), {}
+
+    def add(a, b, *, alpha=None):
+        return (a, b), {} if alpha is None else {"alpha": alpha}
+
+    ops = torchex.ex.opmap
+    return {torchex._reshape_transform: (ops["reshape"], reshape), torchex._add_transform: (ops["add"], add)}
+
+
+def _passed_on_without_tracing(transform, bsym):
+    """What the execution ``transform`` makes of ``bsym`` where it only passes the arguments on (see
+    :func:`_passing_on`): its operation bound without tracing, as :func:`_bound_without_tracing` binds it, to
+    the arguments in the form the transform gives them; None for any other transform. Calling the transform
+    traced the symbol again: reshape's checks and arithmetic of the sizes, a fifteenth of the operator pass
+    over the inference benchmark's prefill."""
+    passing_on = _passing_on().get(transform)
+    if passing_on is None:
+        return None
+    op, arguments = passing_on
+    args, kwargs = arguments(*bsym.args, **bsym.kwargs)
+    return _bound_without_tracing(op, bsym.from_bsym(args=args, kwargs=kwargs))
 
 
 def _bound_without_tracing(op, bsym):
