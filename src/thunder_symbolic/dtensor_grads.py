@@ -15,7 +15,8 @@ tensor-parallel path the gradient PyTorch's DTensor autograd gives:
   propagation decides each gradient's placements; their meta functions run that code on fake DTensors,
   like thunder's DTensor meta functions, and give the gradients their inputs' symbolic sizes;
 - ``add``, ``mul`` (thunder's rule failed for a number factor), ``neg`` and ``reciprocal``: elementwise,
-  in DTensor prims.
+  in DTensor prims;
+- ``silu``: one operation, with its rule, in :mod:`thunder_symbolic.dtensor_silu`.
 
 Rules are registered with :func:`thunder_symbolic.grad_rules.grad_rule`; thunder reads them while the
 patch set is applied.
@@ -36,7 +37,7 @@ from torch.distributed.tensor import DTensor, Partial, Replicate
 from thunder_symbolic.dtensor_shapes import DTensorShapes, shape_rule, shapes_of, shard_dims
 from thunder_symbolic.grad_rules import grad_rule
 
-__all__ = ["backward_placements"]
+__all__ = ["backward_placements", "fake_run_operator", "reduced", "shapes_like"]
 
 
 def backward_placements(placements) -> tuple:
@@ -48,7 +49,7 @@ def backward_placements(placements) -> tuple:
 # --- Backward operators: torch code on DTensors, executed by the torch executor ----------------------
 
 
-def _reduced(g):
+def reduced(g):
     """``g`` with its Partial placements reduced (Replicate). A gradient proxy has its forward value's
     placements, while the gradient arriving for a Partial value is Replicate (see
     :func:`backward_placements`): the meta function's fake run then computes the layouts the run gets,
@@ -60,7 +61,7 @@ def _reduced(g):
 
 def _linear_backward(g, a, w, with_bias: bool):
     """``F.linear``'s gradients as eager autograd computes them: through the 2-D matmuls of its input."""
-    g = _reduced(g)
+    g = reduced(g)
     g2, a2 = g.reshape(-1, g.shape[-1]), a.reshape(-1, a.shape[-1])
     grads = (g.matmul(w), g2.t().matmul(a2))
     return (*grads, g2.sum(0)) if with_bias else grads
@@ -104,7 +105,7 @@ def _grouped_mm_backward(g, a, b, offsets):
     operand arrangement; recomputing the product is the price of not restating them)."""
     with torch.enable_grad():
         a, b = a.detach().requires_grad_(), b.detach().requires_grad_()
-        return torch.autograd.grad(torch._grouped_mm(a, b, offsets), (a, b), _reduced(g))
+        return torch.autograd.grad(torch._grouped_mm(a, b, offsets), (a, b), reduced(g))
 
 
 def _proxy_of(result):
@@ -113,7 +114,7 @@ def _proxy_of(result):
     return dtensor_proxy.proxify_dtensor(result) if isinstance(result, DTensor) else proxies.proxy(result)
 
 
-def _operator(fn):
+def fake_run_operator(fn):
     """``fn`` as an operator of the torch executor named ``dtensor<fn's name>``; its meta function runs
     ``fn`` on fake DTensors (as thunder's DTensor meta functions do) and proxies the results."""
 
@@ -125,18 +126,18 @@ def _operator(fn):
     return op
 
 
-dtensor_linear_backward = _operator(_linear_backward)
-dtensor_broadcast_in_dim_backward = _operator(_broadcast_in_dim_backward)
-dtensor_to_local_backward = _operator(_to_local_backward)
-dtensor_from_local_backward = _operator(_from_local_backward)
-dtensor_redistribute_backward = _operator(_redistribute_backward)
-dtensor_grouped_mm_backward = _operator(_grouped_mm_backward)
+dtensor_linear_backward = fake_run_operator(_linear_backward)
+dtensor_broadcast_in_dim_backward = fake_run_operator(_broadcast_in_dim_backward)
+dtensor_to_local_backward = fake_run_operator(_to_local_backward)
+dtensor_from_local_backward = fake_run_operator(_from_local_backward)
+dtensor_redistribute_backward = fake_run_operator(_redistribute_backward)
+dtensor_grouped_mm_backward = fake_run_operator(_grouped_mm_backward)
 
 
 # --- Their symbolic result shapes ------------------------------------------------------------------
 
 
-def _like(grad, x) -> DTensorShapes | None:
+def shapes_like(grad, x) -> DTensorShapes | None:
     """``x``'s sizes for its gradient ``grad`` (a fake DTensor), when both shard the same dims."""
     if shard_dims(grad.placements, grad.ndim) != shard_dims(x.placements, len(x._shape)):
         return None
@@ -145,7 +146,7 @@ def _like(grad, x) -> DTensorShapes | None:
 
 @shape_rule(_linear_backward)
 def _linear_backward_shapes(result, g, a, w, with_bias):
-    shapes = (_like(result[0], a), _like(result[1], w))
+    shapes = (shapes_like(result[0], a), shapes_like(result[1], w))
     if not with_bias:
         return shapes
     bias_sharding = shard_dims(result[2].placements, 1)
@@ -160,7 +161,7 @@ def _linear_backward_shapes(result, g, a, w, with_bias):
 
 @shape_rule(_grouped_mm_backward)
 def _grouped_mm_backward_shapes(result, g, a, b, offsets):
-    return _like(result[0], a), _like(result[1], b)
+    return shapes_like(result[0], a), shapes_like(result[1], b)
 
 
 @shape_rule(_from_local_backward)

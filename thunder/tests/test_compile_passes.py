@@ -280,6 +280,32 @@ def test_dtensor_fake_runs_share_one_fake_tensor_mode(monkeypatch, one_rank_grou
     assert made.count("thunder.torch.experimental.dtensor_utils") <= 1  # none when an earlier test made it
 
 
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+def test_a_dtensor_silu_is_one_operation_with_eagers_gradient(one_rank_group, cache):
+    """thunder composed a DTensor silu of seven DTensor operations, each traced with a fake run through DTensor's
+    sharding propagation (and rounded its sigmoid to bfloat16 where no executor took the silu whole); it is one
+    operation, computed and differentiated as eager does, with symbolic sizes."""
+    from torch.distributed.tensor import DeviceMesh, Shard, distribute_tensor
+
+    def g(x):
+        return torch.nn.functional.silu(x) * 2
+
+    mesh = DeviceMesh("cpu", [0])
+    jg = thunder.jit(g, cache=cache)
+    for n in (3, 5):
+        x, cotangent = (distribute_tensor(torch.randn(n, 4, dtype=torch.bfloat16), mesh, [Shard(0)]) for _ in "xc")
+        x.requires_grad_()
+        expected = g(x)
+        (expected_grad,) = torch.autograd.grad(expected, x, cotangent)
+        actual = jg(x)
+        (grad,) = torch.autograd.grad(actual, x, cotangent)
+        torch.testing.assert_close(actual.full_tensor(), expected.full_tensor(), rtol=0, atol=0)
+        torch.testing.assert_close(grad.full_tensor(), expected_grad.full_tensor(), rtol=0, atol=0)
+    (silu,) = [b for b in thunder.last_traces(jg)[0].bound_symbols if b.sym.name == "dtensor_silu"]
+    assert [b.sym.name for b in silu.subsymbols] == ["dtensor_silu_prim"]
+    assert thunder.cache_misses(jg) == (1 if cache == "symbolic values" else 2)
+
+
 def test_each_thread_has_its_own_fake_tensor_mode_for_dtensor_fake_runs():
     """A mode's state (the modes it was entered over) is not shared between threads; asked with arguments, the
     name still makes a new mode."""

@@ -286,3 +286,27 @@ def _check_dtensor_cotangent_metadata(original):
         original(dtensor, metadata)
 
     return check_dtensor_cotangent_metadata
+
+
+@patch(
+    "thunder.torch.experimental.dtensor_torch_and_prims:dtensor_silu.meta",
+    summary="a DTensor's silu is one operation (F.silu on the DTensor, as eager), not eleven DTensor operations; "
+    "its gradient is torch's silu_backward",
+    why=(
+        "0.2.6 composes it of dtype conversions, neg, exp, add, reciprocal and mul, each traced with a fake "
+        "run through DTensor's sharding propagation (about 30 ms of the inference benchmark's first compile), "
+        "and differentiates it through them: a bfloat16 gradient differed from eager's in the last bit. See "
+        "thunder_symbolic.dtensor_silu."
+    ),
+    replaces=True,
+)
+def _dtensor_silu(original):
+    from thunder_symbolic import dtensor_silu
+
+    def silu(a, inplace: bool = False):
+        """Replaces thunder's decomposition of a DTensor silu: wrapping would still trace its seven operations."""
+        if inplace:
+            raise NotImplementedError("silu(..., inplace=True) of a DTensor is not supported within thunder.jit")
+        return dtensor_silu.silu(a)
+
+    return silu
