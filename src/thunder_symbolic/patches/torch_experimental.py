@@ -299,12 +299,14 @@ def _check_dtensor_cotangent_metadata(original):
         "thunder_symbolic.dtensor_silu."
     ),
     replaces=True,
+    requires="torch.distributed (its operation and gradient are DTensor code)",
+    available=torch.distributed.is_available,
 )
 def _dtensor_silu(original):
     from thunder_symbolic import dtensor_silu
 
     def silu(a, inplace: bool = False):
-        """Replaces thunder's decomposition of a DTensor silu: wrapping would still trace its seven operations."""
+        """Replaces thunder's decomposition of a DTensor silu: wrapping would still trace its operations."""
         if inplace:
             raise NotImplementedError("silu(..., inplace=True) of a DTensor is not supported within thunder.jit")
         return dtensor_silu.silu(a)
