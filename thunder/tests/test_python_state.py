@@ -705,6 +705,14 @@ def test_default_arguments_changed(cache):
     assert thunder.cache_misses(jf) == 5  # a compile per change (floats read from a function are pinned)
 
 
+def test_thunders_interpreter_alone_calls_functions_with_defaults():
+    """thunder's interpreter without thunder.jit's provenance tracking passes functions unwrapped; reading
+    their defaults as values (only with the tracking) raised AttributeError at every Python call."""
+    from thunder.core.interpreter import interpret
+
+    assert interpret(_scaled)(2.0) == _scaled(2.0) and interpret(_scaled)(2.0, shift=1.0) == 5.0
+
+
 @CACHES
 def test_a_default_list_appended_to_is_refused(cache):
     def f(t, seen=[]):  # noqa: B006

@@ -143,11 +143,10 @@ def _globals_lookup(original):
 )
 def _setup_frame_and_run_python_function(original):
     def setup_frame_and_run_python_function(compilectx, runtimectx, wrapped_fn, /, *args, **kwargs):
-        read, fn = value_guards.current(), wrapped_fn.value
+        read = value_guards.current() if compilectx._with_provenance_tracking else None  # (else nothing wrapped)
         if (
             read is not None
-            and (fn.__defaults__ or fn.__kwdefaults__)
-            and compilectx._with_provenance_tracking
+            and (wrapped_fn.value.__defaults__ or wrapped_fn.value.__kwdefaults__)
             and read.reaches(wrapped_fn.provenance)
         ):
             args, kwargs = _with_defaults(wrapped_fn, args, kwargs)
@@ -422,3 +421,4 @@ def _instructions(code: types.CodeType) -> tuple[dis.Instruction, ...]:
 )
 def _dis(original):
     return _disassembling_once()
+
