@@ -12,6 +12,8 @@ import pytest
 import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.utils._sympy.functions import PythonMod
+from torch.utils._sympy.value_ranges import bound_sympy
 
 from thunder_symbolic.guards import algebra
 from thunder_symbolic.guards.algebra import Const, Facts, InputDim, NumberInput, Symbols
@@ -112,6 +114,9 @@ SIMPLIFIED = {
     "(6 * x.shape[0] + 8) // 4 > n": "(((3 * x.shape[0]) // 2) > (n - 2))",
     "(6 * n - 9) // 3 < x.shape[0]": "((2 * n) < (x.shape[0] + 3))",
     "(-n) % 4 == 1": "(((-n) % 4) == 1)",
+    # a remainder's multiples of the divisor dropped and its constant reduced, the rest left as traced
+    "(4 * x.shape[0] + 6) % 4 == n": "(2 == n)",
+    "(x.shape[0] * x.shape[1] + 32 * n + 17) % 16 == 1": "((((x.shape[0] * x.shape[1]) + 1) % 16) == 1)",
     "max(x.shape[0], x.shape[1]) >= x.shape[1]": "(max(x.shape[0], x.shape[1]) >= x.shape[1])",
     "bool(x.shape[0] + 1)": "True",
     "bool(x.shape[0])": "(x.shape[0] != 0)",
@@ -163,6 +168,34 @@ def test_comparisons_are_not_decided_by_sympys_assumptions(monkeypatch):
     rendered = {"x.shape[1] >= n + 2": "(x.shape[1] >= (n + 2))", "n == x.shape[0] - n": "((2 * n) == x.shape[0])"}
     for source, expected in rendered.items():
         assert render(algebra.simplify(parse(source), Symbols())[0]) == expected
+
+
+def test_remainders_are_not_evaluated_by_sympys_assumptions(monkeypatch):
+    """PythonMod's evaluation asks sympy's assumptions (slow the first time a process meets a remainder); the
+    algebra reduces remainders of sums itself, and Facts bound what is left."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("PythonMod evaluated a remainder")
+
+    monkeypatch.setattr(PythonMod, "eval", classmethod(refuse))
+    assert render(algebra.simplify(parse("(6 * x.shape[0] + 7) % 3 == 1"), Symbols())[0]) == "True"
+    assert algebra.always_holds(parse("(x.shape[0] * x.shape[1] + 2 * n) % 2 < 2"))
+
+
+def test_value_range_analysis_is_remembered_for_the_same_expression_and_bounds(monkeypatch):
+    """A compile decides conditions on the same sizes under the same bounds many times (each guard, the
+    redundancy of the guards kept, the next trace's guards); value-range analysis runs once for each."""
+    analysed = []
+    monkeypatch.setattr(algebra, "bound_sympy", lambda e, ranges: analysed.append(e) or bound_sympy(e, ranges))
+    algebra._analysed_range.cache_clear()
+    symbols = Symbols()
+    below, above = (algebra.simplify(parse(c), symbols)[1] for c in ("x.shape[0] // 3 < 5", "x.shape[0] // 3 >= 5"))
+    for _ in range(2):
+        facts = Facts(symbols)
+        assert facts.decide(below) is None and facts.decide(above) is None
+    assert len(analysed) == 1
+    facts.learn(algebra.simplify(parse("x.shape[0] < 9"), symbols)[1])
+    assert facts.decide(below) is True and analysed.count(analysed[0]) == 2  # other bounds: analysed again
 
 
 # condition -> whether it holds for every input (dims >= 0, n any int, f any float)
