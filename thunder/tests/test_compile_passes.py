@@ -732,6 +732,34 @@ def test_the_interpreter_disassembles_a_function_once(monkeypatch):
     assert thunder.core.interpreter.dis is not dis and thunder.core.jit_ext.dis is dis
 
 
+def test_the_interpreter_reads_the_source_of_its_callers_frame_only(monkeypatch):
+    """Each interpretation keeps its caller's frame; inspect.stack() read the source line of every frame on the
+    stack (a hundred under Dynamo). The history still records the caller, and only the interpreter's view of
+    the inspect module changes."""
+    import inspect
+
+    import thunder.core.interpreter
+    from thunder.core.interpreter import interpret
+
+    read = []
+    original = inspect.getframeinfo
+    monkeypatch.setattr(inspect, "getframeinfo", lambda frame, *rest: read.append(frame) or original(frame, *rest))
+
+    def add_one(x):
+        return x + 1
+
+    def call_it(fn):
+        return fn(2)
+
+    interpreted = interpret(add_one, record_history=True)
+    assert call_it(interpreted) == 3
+    assert len(read) == 1 and read[0].f_code is call_it.__code__
+    first_call = next(item for item in interpreted._last_interpreter_log if item["kind"] == "InterpreterCall")
+    assert first_call["prev_frame"] == "call_it" and first_call["fn_filename"] == __file__
+    view = thunder.core.interpreter.inspect
+    assert view is not inspect and view.isclass is inspect.isclass
+
+
 def test_a_thunderfx_call_compiles_with_the_collector_paused(monkeypatch):
     """Dynamo's tracing and the split run inside the call; the collector's full collections scanned the whole
     heap there. It runs again after the call, also when the call raises."""
