@@ -760,6 +760,23 @@ def test_the_interpreter_reads_the_source_of_its_callers_frame_only(monkeypatch)
     assert view is not inspect and view.isclass is inspect.isclass
 
 
+def test_printing_a_trace_outside_a_recording_pauses_nothing(monkeypatch):
+    """Printing a trace pauses guard recording around each printed value (ten thousand a large trace); where
+    no recording is under way there is nothing to pause, and the source is the same."""
+    from thunder_symbolic.guards import recorder
+
+    jf = thunder.jit(lambda x, y: (x + y).sum(dim=-1) * 2)
+    jf(torch.randn(3, 4), torch.randn(3, 4))
+    trace = thunder.last_traces(jf)[-1]
+    expected = trace.python()
+    pauses = []
+    original = recorder.paused
+    monkeypatch.setattr(recorder, "paused", lambda: pauses.append(1) or original())
+    assert trace.python() == expected and pauses == []
+    with recorder.recording():
+        assert trace.python() == expected and pauses
+
+
 def test_a_thunderfx_call_compiles_with_the_collector_paused(monkeypatch):
     """Dynamo's tracing and the split run inside the call; the collector's full collections scanned the whole
     heap there. It runs again after the call, also when the call raises."""

@@ -344,6 +344,8 @@ def unobserved(fn):
 
     @functools.wraps(fn)
     def run_unobserved(*args, **kwargs):
+        if _current.get() is None:  # (a trace's printing calls it ten thousand times: no context manager then)
+            return fn(*args, **kwargs)
         with paused():
             return fn(*args, **kwargs)
 
