@@ -171,6 +171,36 @@ def test_swapping_proxies_gives_thunders_result_and_leaves_no_reference_cycle():
     assert len(ours[0].subsymbols) == len(bsym.subsymbols)
 
 
+def test_a_bound_symbol_made_from_another_keeps_the_flattening_of_what_they_share(monkeypatch):
+    """Passes make new bound symbols from old ones, mostly with the same arguments and output objects; thunder
+    flattened them again for each new one. What differs is flattened anew."""
+    import thunder.core.symbol
+    from thunder.core.proxies import TensorProxy, variableify
+    from thunder.core.trace import tracectx
+
+    jf = thunder.jit(lambda x, y: torch.nn.functional.gelu(x + y) * 2)
+    jf(torch.randn(2, 3), torch.randn(2, 3))
+    trace = thunder.last_traces(jf)[0]
+    bsym = next(b for b in trace.bound_symbols if b.sym.name == "gelu")
+    (x,) = bsym.flat_proxy_args
+    (out,) = bsym.flat_proxy_outs  # (computed before the copy, as a pass reads them)
+    flattened, original = [], thunder.core.symbol.tree_flatten_with_dataclass
+
+    def flatten(tree):
+        flattened.append(tree)
+        return original(tree)
+
+    monkeypatch.setattr(thunder.core.symbol, "tree_flatten_with_dataclass", flatten)
+    copy = bsym.from_bsym(subsymbols=[])
+    assert copy.flat_proxy_args[0] is x and copy.flat_proxy_outs[0] is out
+    assert flattened == []
+    with tracectx(trace):
+        other = TensorProxy(like=x)
+        swapped = bsym.from_bsym_swap_proxies({variableify(x): other})
+    assert swapped.flat_proxy_args[0] is other and swapped.flat_proxy_outs[0] is out
+    assert len(flattened) == 1  # the swapped arguments
+
+
 _COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
 
 
