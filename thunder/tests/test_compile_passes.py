@@ -169,6 +169,15 @@ def test_swapping_proxies_gives_thunders_result_and_leaves_no_reference_cycle():
     thunders = _original_of(BoundSymbol.from_bsym_swap_proxies)(bsym, swap_map)
     assert str(ours[0]) == str(thunders) != str(bsym)
     assert len(ours[0].subsymbols) == len(bsym.subsymbols)
+    # a subsymbol that does not read x (at any depth) is kept, one that does is a swapped copy
+    reads_x = [any(a is x for a in (*s.flat_proxy_args, *_all_args(s))) for s in bsym.subsymbols]
+    assert any(reads_x) and not all(reads_x)
+    for new, old, reads in zip(ours[0].subsymbols, bsym.subsymbols, reads_x):
+        assert (new is not old) if reads else (new is old)
+
+
+def _all_args(bsym):
+    return [a for sub in bsym.subsymbols for a in (*sub.flat_proxy_args, *_all_args(sub))]
 
 
 def test_a_bound_symbol_made_from_another_keeps_the_flattening_of_what_they_share(monkeypatch):
