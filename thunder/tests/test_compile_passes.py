@@ -180,6 +180,34 @@ def _all_args(bsym):
     return [a for sub in bsym.subsymbols for a in (*sub.flat_proxy_args, *_all_args(sub))]
 
 
+def test_mapping_over_flattened_arguments_gives_thunders_result_and_leaves_no_reference_cycle():
+    """thunder's trace interpreters map over each bound symbol's flattened arguments; 0.2.6's helper converts
+    sequences with a closure that calls itself, a reference cycle per call (2,182 a prefill compile)."""
+    import gc
+    import types
+
+    from thunder.core import utils
+    from thunder.core.proxies import TensorProxy
+    from thunder.core.trace import TraceCtx, tracectx
+
+    with tracectx(TraceCtx()):
+        t = TensorProxy(shape=(2,), device=thunder.devices.cpu, dtype=thunder.dtypes.float32)
+    cases = [([t, [1, "ab"]], (t, (2, "cd"))), ([(1, [2, 3])], [[4, (5, 6)]]), ([{"k": 1}], [{"k": 2}]), ([], [])]
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        ours = [utils.safe_map_flat(lambda a, b: (a, b), *case) for case in cases]
+        gc.collect()
+        cycles = [o for o in gc.garbage if type(o) is types.FunctionType]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert cycles == []
+    assert ours == [_original_of(utils.safe_map_flat)(lambda a, b: (a, b), *case) for case in cases]
+    with pytest.raises(AssertionError, match="layout"):
+        utils.safe_map_flat(lambda a, b: a, [1, 2], [1, [2, 3]])
+
+
 def test_a_bound_symbol_made_from_another_keeps_the_flattening_of_what_they_share(monkeypatch):
     """Passes make new bound symbols from old ones, mostly with the same arguments and output objects; thunder
     flattened them again for each new one. What differs is flattened anew."""
