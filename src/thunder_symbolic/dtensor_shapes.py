@@ -23,7 +23,7 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 
 from thunder_symbolic.guards.algebra import provably_equal
 
-__all__ = ["DTensorShapes", "result_shapes", "same_dims", "shape_rule", "shapes_of", "shard_dims"]
+__all__ = ["DTensorShapes", "result_shapes", "same_dims", "shape_preserving", "shape_rule", "shapes_of", "shard_dims"]
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,9 @@ def _reshape(result, a, shape):
     return DTensorShapes(shape, shape)
 
 
-def _shape_preserving(result, a, *rest, **kwargs):
+def shape_preserving(result, a, *rest, **kwargs):
+    """The rule of an operation whose result has its (first) DTensor operand's sizes (a Partial operand's result
+    is Replicate: both hold the global shape locally)."""
     return shapes_of(a)
 
 
@@ -191,15 +193,15 @@ _RULES: dict[Any, Callable[..., DTensorShapes | None]] = {
     torch.add: _binary,
     torch.mul: _binary,
     torch.reshape: _reshape,
-    torch.exp: _shape_preserving,
-    torch.neg: _shape_preserving,
-    torch.reciprocal: _shape_preserving,
+    torch.exp: shape_preserving,
+    torch.neg: shape_preserving,
+    torch.reciprocal: shape_preserving,
     F.linear: _linear,
     torch._grouped_mm: _grouped_mm,
 }
 # thunder 0.2.6's DTensor dtype conversion and broadcast run lambdas defined in their meta functions.
 _LAMBDA_RULES = {
-    "dtensor_convert_element_type_meta.<locals>.<lambda>": _shape_preserving,
+    "dtensor_convert_element_type_meta.<locals>.<lambda>": shape_preserving,
     "dtensor_broadcast_in_dim_meta.<locals>.<lambda>": _broadcast_in_dim,
 }
 

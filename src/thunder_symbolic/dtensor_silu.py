@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from thunder.core.prims import get_grad, put_grad
 
 from thunder_symbolic.dtensor_grads import fake_run_operator, reduced, shapes_like
-from thunder_symbolic.dtensor_shapes import shape_rule, shapes_of
+from thunder_symbolic.dtensor_shapes import shape_preserving, shape_rule
 from thunder_symbolic.grad_rules import grad_rule
 
 __all__ = ["silu"]
@@ -36,9 +36,7 @@ silu = fake_run_operator(_silu_prim)
 _dtensor_silu_backward = fake_run_operator(_silu_backward)
 
 
-@shape_rule(_silu_prim)
-def _silu_shapes(result, a):
-    return shapes_of(a)  # a Partial input's result is Replicate: both hold the global shape locally
+shape_rule(_silu_prim)(shape_preserving)
 
 
 @shape_rule(_silu_backward)

@@ -388,14 +388,14 @@ def _python_frame(original):
 _PYTHON_FRAMES_KEPT = 4096  # positions; a frame is a few hundred bytes
 
 
-def _disassembling_once() -> types.ModuleType:
-    """The ``dis`` module as thunder's interpreter sees it: the instructions of a code object are read once. A
-    plain module with a copy of the namespace: the interpreter reads dis.Instruction per instruction, and a
-    module's own lookup is the fastest; its ``__getattr__`` (PEP 562) serves what dis gains later."""
-    view = types.ModuleType(dis.__name__, dis.__doc__)
-    view.__dict__.update(vars(dis))
-    view.get_instructions = _get_instructions
-    view.__getattr__ = functools.partial(getattr, dis)
+def _module_view(module: types.ModuleType, **overrides) -> types.ModuleType:
+    """``module`` as thunder's interpreter sees it, with ``overrides``. A plain module with a copy of the
+    namespace: the interpreter reads attributes such as dis.Instruction per instruction, and a module's own
+    lookup is the fastest; its ``__getattr__`` (PEP 562) serves what the module gains later."""
+    view = types.ModuleType(module.__name__, module.__doc__)
+    view.__dict__.update(vars(module))
+    view.__dict__.update(overrides)
+    view.__getattr__ = functools.partial(getattr, module)
     return view
 
 
@@ -423,7 +423,7 @@ def _instructions(code: types.CodeType) -> tuple[dis.Instruction, ...]:
     rebinds=False,
 )
 def _dis(original):
-    return _disassembling_once()
+    return _module_view(dis, get_instructions=_get_instructions)  # a code object's instructions read once
 
 
 @patch(
@@ -438,11 +438,7 @@ def _dis(original):
     rebinds=False,
 )
 def _inspect(original):
-    view = types.ModuleType(inspect.__name__, inspect.__doc__)
-    view.__dict__.update(vars(inspect))
-    view.stack = _stack
-    view.__getattr__ = functools.partial(getattr, inspect)
-    return view
+    return _module_view(inspect, stack=_stack)
 
 
 def _stack(context: int = 1) -> Sequence[inspect.FrameInfo]:
