@@ -220,6 +220,7 @@ BRANCHES = [
     "y.shape[0] > {c}",
     "y.shape[1] == {c}",
     "k % 2 == 0",
+    "(2 * y.shape[0] + 4 * k + {c}) % 4 < 2",  # a remainder of a sum: multiples of the divisor drop out
     "min(y.shape[0], k) > {c}",
     "y.numel() >= {c}",
     "k > y.shape[0]",
