@@ -56,6 +56,10 @@ CONTROLS = (
         "THUNDER_SYMBOLIC_CACHE_DIR, THUNDER_SYMBOLIC_VERDICT_CACHE=0",
         "where thunderfx's verdicts (the node kinds thunder runs) are kept across processes; 0 keeps none",
     ),
+    (
+        "THUNDER_SYMBOLIC_SHARED_SUMS=0",
+        "small sums over gloo ranks of one host through gloo instead of shared memory",
+    ),
     ("THUNDER_SYMBOLIC=0", "do not apply the patch set in this process"),
 )
 

@@ -36,9 +36,9 @@ one collective of the tensors flattened together, as DDP buckets gradients: on a
 the collective's latency, not its bytes. Where a sum is read before the operand of a later one is computed,
 and that computation does not need the sum (a MoE's routed experts, summed and unpermuted, then its shared
 expert), the computation and the later sum are moved before the wait, so that both sums are one. Each
-element is summed over the same ranks either way. A small sum of CPU tensors over gloo ranks is an
-all-gather and one local sum (see ``GATHER_BYTES``): on 2 ranks of a small CPU machine, 2-2.5x as fast as
-gloo's all-reduce.
+element is summed over the same ranks either way. A small sum of CPU tensors over gloo ranks goes through
+shared memory where the ranks share a host, else it is an all-gather and one local sum (see
+``GATHER_BYTES``): on 2 ranks of a small CPU machine, about 15x and up to 2.5x as fast as gloo's all-reduce.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ from thunder.torch.experimental.dtensor_proxy import DTensorProxy
 from torch.distributed.distributed_c10d import _resolve_process_group
 from torch.distributed.tensor import Partial, Replicate, Shard
 
+from thunder_symbolic import shared_sums
 from thunder_symbolic.dtensor_shapes import same_dims
 
 __all__ = [
@@ -82,44 +83,49 @@ def _local_tensor(d):
 # A sum over the ranks is started by one operator and waited for by another, which the fusion pass places
 # just before the sum's first reader: what the trace computes in between overlaps with the communication.
 def _all_reduce(t, reduce_op: str, group_name: str):
-    group = _gathering_group(t, reduce_op, group_name)
+    group = _small_sum_group(t, reduce_op, group_name)
     if group is None:
         return torch.ops._c10d_functional.all_reduce(t, reduce_op, group_name)
-    return _start_gather(t, torch.empty_like(t), group)
+    return _start_small_sum(t, torch.empty_like(t), group)
 
 
 def _all_reduce_in_place(t, reduce_op: str, group_name: str):
-    group = _gathering_group(t, reduce_op, group_name)
+    group = _small_sum_group(t, reduce_op, group_name)
     if group is None:
         return torch.ops._c10d_functional.all_reduce_(t, reduce_op, group_name)
-    return _start_gather(t, t, group)
+    return _start_small_sum(t, t, group)
 
 
 def _wait(t):
-    started = _gathers.pop(id(t), None)
+    started = _started.pop(id(t), None)
     if started is None:
         return torch.ops._c10d_functional.wait_tensor(t)
-    result, gathered, work = started
-    work.wait()
-    return torch.sum(gathered, 0, out=result)
+    result, source, ticket = started
+    if isinstance(source, shared_sums.SharedSums):
+        return source.finish(ticket, result)
+    ticket.wait()
+    return torch.sum(source, 0, out=result)
 
 
-# A small sum over gloo ranks is an all-gather and a local sum instead of gloo's all-reduce: on 2 ranks of
-# this project's CPU machine gloo's all-reduce of 512 bytes to 128 KiB takes 2-2.5x as long as the gather
-# and the sum, and keeps gloo's threads busy twice as long (CPU that a rank's computation lacks on a busy
-# machine); at 1 MiB a rank the all-reduce is faster again. Every rank adds the same gathered tensors
-# with the same kernel, so the sum is the same on every rank (on 2 ranks, bit for bit gloo's: one
-# addition, rounded once); on more ranks it is accumulated at float precision and rounded once, where
-# gloo rounds after each addition.
+# A small sum of CPU tensors over gloo ranks (up to GATHER_BYTES over all ranks) is not gloo's all-reduce:
+# - on ranks of one host, it goes through shared memory (thunder_symbolic.shared_sums): 32-38 µs, where
+#   gloo's all-reduce of a decode step's 512 bytes on 2 ranks of this project's CPU machine takes 0.5-0.6 ms;
+# - else it is an all-gather and a local sum: on 2 ranks of that machine gloo's all-reduce of 512 bytes to
+#   128 KiB took up to 2-2.5x as long as the gather and the sum, and kept gloo's threads busy twice as long
+#   (CPU that a rank's computation lacks on a busy machine); at 1 MiB a rank the all-reduce is faster again.
+# Either way every rank adds the same operands in rank order with the same kernel, so the sum is the same
+# on every rank (on 2 ranks, bit for bit gloo's: one addition, rounded once); on more ranks it is
+# accumulated at float precision and rounded once, where gloo rounds after each addition.
 GATHER_BYTES = 256 << 10
 
-# The sums started as gathers and not yet waited for, by the id of the tensor the start returned (the one
-# the wait is given): that tensor, the gathered tensors and the collective's work.
-_gathers: dict[int, tuple[torch.Tensor, torch.Tensor, Any]] = {}
+# The small sums started and not yet waited for, by the id of the tensor the start returned (the one the
+# wait is given): that tensor, then the shared sums and the sum's number, or the gathered tensors and the
+# collective's work.
+_started: dict[int, tuple[torch.Tensor, Any, Any]] = {}
 
 
-def _gathering_group(t, reduce_op: str, group_name: str):
-    """The process group of a sum of ``t`` to start as a gather, or None for c10d's all-reduce."""
+def _small_sum_group(t, reduce_op: str, group_name: str):
+    """The process group of a sum of ``t`` to start as a small sum, or None for c10d's all-reduce."""
     if reduce_op != "sum" or t.device.type != "cpu" or not t.is_floating_point():
         return None
     group = _resolve_process_group(group_name)
@@ -128,10 +134,14 @@ def _gathering_group(t, reduce_op: str, group_name: str):
     return group
 
 
-def _start_gather(t, result, group):
+def _start_small_sum(t, result, group):
+    shared = shared_sums.for_group(group, GATHER_BYTES // group.size())
+    if shared is not None:
+        _started[id(result)] = (result, shared, shared.start(t))
+        return result
     gathered = t.new_empty((group.size(), *t.shape))
     work = group._allgather_base(gathered.view(-1), t.reshape(-1))
-    _gathers[id(result)] = (result, gathered, work)
+    _started[id(result)] = (result, gathered, work)
     return result
 
 

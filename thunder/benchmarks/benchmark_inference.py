@@ -807,6 +807,7 @@ def run_one(args, config, ctx: Dist, device: torch.device, mode: str, cache: str
         "recompiles_later_decode": runner.counter.recompiles["later_decode"],
         "dynamo_graphs": dynamo_graphs(runner.compiled) if mode in ("thunder", "inductor") else 0,
         "thunder_regions_per_decode_step": runner.counter.regions_called.get("later_decode", 0),
+        "small_sums_over_ranks": small_sums_over_ranks() if fns else None,
         "decode_step_profile": runner.counter.profile.summary() if fns else None,
         "split_reasons": split_reasons(runner.compiled),
         "first_token_s": first_token_s,
@@ -842,6 +843,19 @@ def run_one(args, config, ctx: Dist, device: torch.device, mode: str, cache: str
         "memory": memory_stats(device),
         "compile": compile_block,
     }
+
+
+def small_sums_over_ranks() -> str | None:
+    """How thunder's programs summed small CPU tensors over gloo ranks (thunder_symbolic's DTensor local
+    executor): through shared memory (ranks of one host) or gloo's all-gather; None where none was made."""
+    try:
+        from thunder_symbolic import shared_sums
+    except ImportError:
+        return None
+    shared = shared_sums.connections().values()
+    if not shared:
+        return None
+    return "shared memory" if all(shared) else "gloo all-gather" if not any(shared) else "shared memory and gloo"
 
 
 # --- Report ----------------------------------------------------------------------------------------
@@ -970,6 +984,8 @@ def print_report(report: dict[str, Any]) -> None:
         )
         if run["mode"] in THUNDER_MODES:
             print(f"  thunder regions per decode step: {c['thunder_regions_per_decode_step']}")
+            if c.get("small_sums_over_ranks"):
+                print(f"  small sums over the ranks: {c['small_sums_over_ranks']}")
         profile = c.get("decode_step_profile")
         if profile:
             print(

@@ -244,29 +244,45 @@ def test_the_torch_compile_executor_fuses_what_the_dtensor_local_executor_writes
 
 
 # Sums over 2 gloo ranks through the DTensor local executor's operators, against c10d's all-reduce.
+# SHARED_ON names the ranks whose environment allows shared memory (THUNDER_SYMBOLIC_SHARED_SUMS).
 SUMS = """
-import json, sys, torch, torch.distributed as dist
-import thunder_symbolic.dtensor_local as dl
+import json, os, sys, time, torch, torch.distributed as dist
+from datetime import timedelta
 
 dist.init_process_group("gloo")
 rank, group = dist.get_rank(), dist.group.WORLD.group_name
+if str(rank) not in os.environ["SHARED_ON"].split(","):
+    os.environ["THUNDER_SYMBOLIC_SHARED_SUMS"] = "0"
+import thunder_symbolic.dtensor_local as dl
+from thunder_symbolic import shared_sums
+from thunder_symbolic.shared_sums import RING, SharedSums
+
 torch.manual_seed(rank)
 lines = []  # written at once at the end: the ranks share stdout
 
 
-def all_reduce(t, op):
+def report(**entry):
+    lines.append(json.dumps({"rank": rank, "pending": len(dl._started), **entry}))
+
+
+def all_reduce(t, op="sum"):
     out = t.clone()
     dist.all_reduce(out, op=getattr(dist.ReduceOp, op.upper()))
     return out
 
 
+def path(started):
+    entry = dl._started.get(id(started))
+    return "all_reduce" if entry is None else "shared" if isinstance(entry[1], SharedSums) else "gather"
+
+
 def case(name, t, op="sum", in_place=True):
     expected, before = all_reduce(t, op), t.clone()
-    gathered = dl._gathering_group(t, op, group) is not None
-    result = dl._wait((dl._all_reduce_in_place if in_place else dl._all_reduce)(t, op, group))
-    lines.append(json.dumps({"rank": rank, "case": name, "gathered": gathered, "equal": torch.equal(result, expected),
-                             "in_place": result.data_ptr() == t.data_ptr(), "input_kept": torch.equal(t, before),
-                             "pending": len(dl._gathers)}))
+    started = (dl._all_reduce_in_place if in_place else dl._all_reduce)(t, op, group)
+    how = path(started)
+    result = dl._wait(started)
+    report(case=name, path=how, equal=torch.equal(result, expected), in_place=result.data_ptr() == t.data_ptr(),
+           input_kept=torch.equal(t, before))
 
 
 case("decode_step", torch.randn(1, 1, 256).bfloat16())
@@ -278,48 +294,100 @@ case("max", torch.randn(8), op="max")
 case("integers", torch.randint(0, 100, (8,)))
 a, b = torch.randn(2, 4).bfloat16(), torch.randn(3).bfloat16()
 sums = dl._wait_together(dl._all_reduce_together((a, b), "sum", group))
-lines.append(json.dumps({"rank": rank, "case": "together", "equal": [torch.equal(s, all_reduce(t, "sum")) for s, t in
-                         zip(sums, (a, b))], "pending": len(dl._gathers)}))
+report(case="together", equal=[torch.equal(s, all_reduce(t)) for s, t in zip(sums, (a, b))])
+
+# More sums in flight than the ring has entries, finished newest first, over two groups interleaved, with
+# operands of several sizes and dtypes: each equals the all-reduce.
+other = dist.new_group([0, 1])
+operands = [torch.randn(5 + i, 3).to(torch.float16 if i % 2 else torch.float32) for i in range(RING * 3)]
+expected = [all_reduce(t) for t in operands]
+results = []
+for chunk in range(3):
+    started = [dl._all_reduce(t, "sum", (group, other.group_name)[i % 2])
+               for i, t in enumerate(operands[chunk * RING:(chunk + 1) * RING])]
+    results += reversed([dl._wait(s) for s in reversed(started)])
+report(case="in_flight", equal=[torch.equal(r, e) for r, e in zip(results, expected)])
+
+# A rank that does not take part: the other one's wait raises within the group's timeout.
+late = dist.new_group([0, 1], timeout=timedelta(seconds=2))
+shared = shared_sums.for_group(late, 64)
+error = None
+if rank == 0 and shared is not None:
+    t0 = time.monotonic()
+    try:
+        shared.finish(shared.start(torch.ones(4)), torch.empty(4))
+    except RuntimeError as e:
+        error = (str(e), round(time.monotonic() - t0))
+report(case="late_rank", shared=shared is not None, error=error)
 sys.stdout.write("".join(line + "\\n" for line in lines))
 sys.stdout.flush()
+dist.barrier()
 dist.destroy_process_group()
 """
 
-# case: whether it is summed as a gather (small floating-point sums on gloo) or by c10d's all-reduce
+# case: how it is summed where both ranks may share memory (small floating-point sums over gloo)
 SUM_CASES = {
-    "decode_step": True,
-    "prefill_out_of_place": True,
-    "strided": True,
-    "at_gather_bytes": True,
-    "above_gather_bytes": False,
-    "max": False,
-    "integers": False,
+    "decode_step": "shared",
+    "prefill_out_of_place": "shared",
+    "strided": "shared",
+    "at_gather_bytes": "shared",
+    "above_gather_bytes": "all_reduce",
+    "max": "all_reduce",
+    "integers": "all_reduce",
 }
 
+# which ranks' environment allows shared memory: all, or not all (every rank then gathers)
+SHARED_ON = {"both": "0,1", "rank 0 only": "0"}
 
-@pytest.fixture(scope="module")
-def sums():
-    run = run_torchrun(SUMS, nproc=2, timeout=300)
+
+@pytest.fixture(scope="module", params=list(SHARED_ON))
+def sums(request):
+    run = run_torchrun(SUMS, nproc=2, timeout=300, env={"SHARED_ON": SHARED_ON[request.param]})
     assert run.returncode == 0, run.stderr[-4000:]
     reported = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    return {(entry["rank"], entry["case"]): entry for entry in reported}
+    return request.param, {(entry["rank"], entry["case"]): entry for entry in reported}
 
 
 @pytest.mark.distributed
 @pytest.mark.parametrize("case", list(SUM_CASES))
-def test_small_sums_over_gloo_ranks_are_gathers_equal_to_the_all_reduce(sums, case):
-    """A small floating-point sum over gloo ranks is an all-gather and a local sum (gloo's all-reduce takes
-    2-2.5x as long): on every rank it equals c10d's all-reduce bit for bit, in place where the all-reduce
-    was (else the operand is left as it was), and nothing stays pending after the wait; others are
-    c10d's all-reduce."""
+def test_small_sums_over_gloo_ranks_equal_the_all_reduce(sums, case):
+    """A small floating-point sum over gloo ranks goes through shared memory where every rank may use it,
+    else it is an all-gather and a local sum (gloo's all-reduce takes about 15x and up to 2.5x as long): on every rank
+    it equals c10d's all-reduce bit for bit, in place where the all-reduce was (else the operand is left as it
+    was), and nothing stays pending after the wait; others are c10d's all-reduce."""
+    launch, reported = sums
+    expected = SUM_CASES[case] if launch == "both" or SUM_CASES[case] != "shared" else "gather"
     for rank in (0, 1):
-        entry = sums[rank, case]
-        assert entry["gathered"] == SUM_CASES[case]
+        entry = reported[rank, case]
+        assert entry["path"] == expected
         assert entry["equal"] and entry["pending"] == 0
         assert entry["in_place"] if case != "prefill_out_of_place" else entry["input_kept"]
 
 
 @pytest.mark.distributed
 def test_sums_together_over_gloo_ranks_equal_the_all_reduce(sums):
+    _, reported = sums
     for rank in (0, 1):
-        assert sums[rank, "together"]["equal"] == [True, True] and sums[rank, "together"]["pending"] == 0
+        assert reported[rank, "together"]["equal"] == [True, True] and reported[rank, "together"]["pending"] == 0
+
+
+@pytest.mark.distributed
+def test_more_sums_in_flight_than_the_ring_has_entries_over_two_groups_equal_the_all_reduce(sums):
+    """Three rounds of RING sums started before any is finished, finished newest first, alternating between
+    two process groups, of two dtypes and several sizes: each equals the all-reduce (a start waits until
+    every rank has read the entry it reuses; each group has its own ring)."""
+    _, reported = sums
+    for rank in (0, 1):
+        entry = reported[rank, "in_flight"]
+        assert len(entry["equal"]) == 12 and all(entry["equal"]) and entry["pending"] == 0
+
+
+@pytest.mark.distributed
+def test_a_sum_a_rank_does_not_take_part_in_raises_within_the_groups_timeout(sums):
+    launch, reported = sums
+    entry = reported[0, "late_rank"]
+    assert entry["shared"] == (launch == "both")
+    if launch == "both":
+        message, seconds = entry["error"]
+        assert "rank(s) [1] have not started this sum" in message and "timeout of 2 s" in message
+        assert 2 <= seconds <= 10
