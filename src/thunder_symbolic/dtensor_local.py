@@ -102,7 +102,7 @@ def _wait(t):
         return torch.ops._c10d_functional.wait_tensor(t)
     result, source, ticket = started
     if isinstance(source, shared_sums.SharedSums):
-        return source.finish(ticket, result)
+        return source.finish(ticket)
     ticket.wait()
     return torch.sum(source, 0, out=result)
 
@@ -137,7 +137,7 @@ def _small_sum_group(t, reduce_op: str, group_name: str):
 def _start_small_sum(t, result, group):
     shared = shared_sums.for_group(group, GATHER_BYTES // group.size())
     if shared is not None:
-        _started[id(result)] = (result, shared, shared.start(t))
+        _started[id(result)] = (result, shared, shared.start(t, result))
         return result
     gathered = t.new_empty((group.size(), *t.shape))
     work = group._allgather_base(gathered.view(-1), t.reshape(-1))

@@ -11,8 +11,10 @@ thread's.
   :data:`RING` entries and publishing the sum's sequence number;
 - it is finished by waiting until every rank has published that number and summing the slots in rank
   order into the result, with the same kernel on every rank (so every rank holds the same sum), then
-  publishing that this rank has read the entry. A start waits until every rank has read the entry it
-  reuses.
+  publishing, for that entry, the number of the sum this rank has read from it.
+- A start waits until every rank has read the sum the entry held before. A rank that has not read it itself
+  (more than RING sums started and not finished) finishes it first, into the result its wait will return:
+  every rank does so at the same point of the program, so no rank waits for one that waits for it.
 
 The published numbers are 8-byte aligned integers (one store, one load each) written after the data they
 announce and read before it. That orders them on x86-64: stores are seen in the order they are made and
@@ -46,8 +48,11 @@ __all__ = ["RING", "SharedSums", "connections", "enabled", "for_group"]
 # Entries of the ring: sums that may be started before the oldest of them is read by every rank.
 RING = 4
 
-_HEADER = 4096  # the sequence numbers: published at [rank], read at [_READ + rank]; the nonce at [_NONCE]
-_READ = 256
+# The header's 8-byte numbers: the sum each rank published last at [rank], the sum it read last from each
+# entry at [_READ + rank * RING + entry], the nonce at [_NONCE].
+_HEADER = 4096
+_MAX_RANKS = 64
+_READ = _MAX_RANKS
 _NONCE = 511
 _ALIGN = 64
 _SPIN_S = 0.002  # a wait yields the core between polls this long, then sleeps _NAP_S between them
@@ -140,8 +145,10 @@ class SharedSums:
         self._mapping = mapping
         self._numbers = memoryview(mapping)[:_HEADER].cast("q")
         self._data = torch.frombuffer(mapping, dtype=torch.uint8, offset=_HEADER).view(RING, self.size, slot_bytes)
+        self._read_numbers = [[_READ + rank * RING + entry for rank in range(self.size)] for entry in range(RING)]
         self._started = 0
-        self._unread: list[int] = []  # started here and not yet finished, in order
+        self._unread: dict[int, torch.Tensor] = {}  # the results of the sums started here and not read, by number
+        self._done: dict[int, torch.Tensor] = {}  # those of sums read by a later start, not yet finished
 
     @staticmethod
     def mapping_bytes(size: int, slot_bytes: int) -> int:
@@ -155,7 +162,7 @@ class SharedSums:
         slot_bytes = -(-slot_bytes // _ALIGN) * _ALIGN
         size = cls.mapping_bytes(group.size(), slot_bytes)
         offer = [None]
-        if group.rank() == 0 and enabled() and group.size() <= _READ:
+        if group.rank() == 0 and enabled() and group.size() <= _MAX_RANKS:
             offer = [_create(size)]
         dist.broadcast_object_list(offer, src=dist.get_global_rank(group, 0), group=group)
         if offer[0] is None:
@@ -172,37 +179,44 @@ class SharedSums:
             return None
         return cls(group, mapping, slot_bytes)
 
-    def start(self, t: torch.Tensor) -> int:
-        """Publishes ``t`` (at most ``slot_bytes``) as this rank's operand of the next sum; its number."""
+    def start(self, t: torch.Tensor, out: torch.Tensor) -> int:
+        """Publishes ``t`` (at most ``slot_bytes``) as this rank's operand of the next sum, to be written to
+        ``out`` (of ``t``'s shape and dtype); the sum's number, for :meth:`finish`."""
         number = self._started + 1
-        self._wait_for(_READ, number - RING, "read the entry this sum reuses")
-        slot = self._data[number % RING, self.rank, : t.numel() * t.element_size()]
-        slot.view(t.dtype).view(t.shape).copy_(t)
+        entry = number % RING
+        if number - RING in self._unread:
+            self._done[number - RING] = self._read(number - RING)
+        self._wait_for(self._read_numbers[entry], number - RING, "read")
+        self._data[entry, self.rank, : t.numel() * t.element_size()].view(t.dtype).view(t.shape).copy_(t)
         with _fence:
             pass
         self._numbers[self.rank] = self._started = number
-        self._unread.append(number)
+        self._unread[number] = out
         return number
 
-    def finish(self, number: int, out: torch.Tensor) -> torch.Tensor:
-        """The sum ``number`` over the ranks, written to ``out`` (of its operand's shape and dtype)."""
-        self._wait_for(0, number, "started this sum")
+    def finish(self, number: int) -> torch.Tensor:
+        """The sum ``number`` over the ranks, in the ``out`` its start was given."""
+        done = self._done.pop(number, None)
+        return done if done is not None else self._read(number)
+
+    def _read(self, number: int) -> torch.Tensor:
+        out = self._unread.pop(number)
+        self._wait_for(range(self.size), number, "started")
+        entry = number % RING
         nbytes = out.numel() * out.element_size()
-        operands = self._data[number % RING, :, :nbytes].view(out.dtype).view(self.size, *out.shape)
-        torch.sum(operands, 0, out=out)
-        self._unread.remove(number)
-        self._numbers[_READ + self.rank] = self._unread[0] - 1 if self._unread else self._started
+        torch.sum(self._data[entry, :, :nbytes].view(out.dtype).view(self.size, *out.shape), 0, out=out)
+        self._numbers[_READ + self.rank * RING + entry] = number
         return out
 
-    def _wait_for(self, base: int, number: int, what: str) -> None:
-        """Until every rank's number at ``base`` is at least ``number``: polled, then yielding the core (the
-        rank awaited may need it), then, after :data:`_SPIN_S`, sleeping between polls (a rank still
-        compiling its program is not worth a core)."""
+    def _wait_for(self, indices, number: int, what: str) -> None:
+        """Until the header's numbers at ``indices`` (one a rank, in rank order) are at least ``number``:
+        polled, then yielding the core (the rank awaited may need it), then, after :data:`_SPIN_S`, sleeping
+        between polls (a rank still compiling its program is not worth a core)."""
         numbers = self._numbers
         polls = 0
         since = None
-        for rank in range(self.size):
-            while numbers[base + rank] < number:
+        for index in indices:
+            while numbers[index] < number:
                 polls += 1
                 if polls < 64:
                     continue
@@ -213,9 +227,9 @@ class SharedSums:
                     os.sched_yield()
                     continue
                 if waited > self.timeout_s:
-                    late = [r for r in range(self.size) if numbers[base + r] < number]
+                    late = [rank for rank, i in enumerate(indices) if numbers[i] < number]
                     raise RuntimeError(
-                        f"shared sums of process group {self.group_name!r}: rank(s) {late} have not {what} "
-                        f"(number {number}) within the group's timeout of {self.timeout_s:.0f} s"
+                        f"shared sums of process group {self.group_name!r}: rank(s) {late} have not {what} sum "
+                        f"{number} within the group's timeout of {self.timeout_s:.0f} s"
                     )
                 time.sleep(_NAP_S)

@@ -19,6 +19,7 @@ import pytest
 import torch
 from dtensor_programs import CASES, LENGTHS
 
+from thunder_symbolic.shared_sums import RING
 from thunder_symbolic.testing import run_torchrun
 
 PROGRAMS = Path(__file__).with_name("dtensor_programs.py")
@@ -296,17 +297,24 @@ a, b = torch.randn(2, 4).bfloat16(), torch.randn(3).bfloat16()
 sums = dl._wait_together(dl._all_reduce_together((a, b), "sum", group))
 report(case="together", equal=[torch.equal(s, all_reduce(t)) for s, t in zip(sums, (a, b))])
 
-# More sums in flight than the ring has entries, finished newest first, over two groups interleaved, with
-# operands of several sizes and dtypes: each equals the all-reduce.
+# More sums in flight than the ring has entries, over two groups interleaved, with operands of several sizes
+# and dtypes: RING + 2 sums finished newest first, then 2 * RING finished oldest first, then one sum held while
+# 3 * RING later ones are started and finished. Each equals the all-reduce.
 other = dist.new_group([0, 1])
-operands = [torch.randn(5 + i, 3).to(torch.float16 if i % 2 else torch.float32) for i in range(RING * 3)]
+operands = [torch.randn(5 + i, 3).to(torch.float16 if i % 2 else torch.float32) for i in range(6 * RING + 3)]
 expected = [all_reduce(t) for t in operands]
-results = []
-for chunk in range(3):
-    started = [dl._all_reduce(t, "sum", (group, other.group_name)[i % 2])
-               for i, t in enumerate(operands[chunk * RING:(chunk + 1) * RING])]
-    results += reversed([dl._wait(s) for s in reversed(started)])
-report(case="in_flight", equal=[torch.equal(r, e) for r, e in zip(results, expected)])
+groups = [(group, other.group_name)[i % 2] for i in range(len(operands))]
+started = [dl._all_reduce(t, "sum", g) for t, g in zip(operands[:RING + 2], groups)]
+paths = sorted({path(s) for s in started})
+results = [dl._wait(s) for s in reversed(started)][::-1]
+started = [dl._all_reduce(t, "sum", g) for t, g in zip(operands[RING + 2:3 * RING + 2], groups[RING + 2:])]
+results += [dl._wait(s) for s in started]
+held = dl._all_reduce(operands[3 * RING + 2], "sum", group)
+results += [None]
+for t in operands[3 * RING + 3:]:
+    results.append(dl._wait(dl._all_reduce(t, "sum", group)))
+results[3 * RING + 2] = dl._wait(held)
+report(case="in_flight", paths=paths, equal=[torch.equal(r, e) for r, e in zip(results, expected)])
 
 # A rank that does not take part: the other one's wait raises within the group's timeout.
 late = dist.new_group([0, 1], timeout=timedelta(seconds=2))
@@ -315,7 +323,7 @@ error = None
 if rank == 0 and shared is not None:
     t0 = time.monotonic()
     try:
-        shared.finish(shared.start(torch.ones(4)), torch.empty(4))
+        shared.finish(shared.start(torch.ones(4), torch.empty(4)))
     except RuntimeError as e:
         error = (str(e), round(time.monotonic() - t0))
 report(case="late_rank", shared=shared is not None, error=error)
@@ -373,13 +381,15 @@ def test_sums_together_over_gloo_ranks_equal_the_all_reduce(sums):
 
 @pytest.mark.distributed
 def test_more_sums_in_flight_than_the_ring_has_entries_over_two_groups_equal_the_all_reduce(sums):
-    """Three rounds of RING sums started before any is finished, finished newest first, alternating between
-    two process groups, of two dtypes and several sizes: each equals the all-reduce (a start waits until
-    every rank has read the entry it reuses; each group has its own ring)."""
-    _, reported = sums
+    """RING + 2 sums started before any is finished, finished newest first; 2 * RING finished oldest first; one
+    held while 3 * RING later ones are made; alternating between two process groups, of two dtypes and several
+    sizes: each equals the all-reduce, and none waits forever (a start reads the sum its entry held where this
+    rank has not, as every rank does; each group has its own ring)."""
+    launch, reported = sums
     for rank in (0, 1):
         entry = reported[rank, "in_flight"]
-        assert len(entry["equal"]) == 12 and all(entry["equal"]) and entry["pending"] == 0
+        assert entry["paths"] == ["shared" if launch == "both" else "gather"]
+        assert len(entry["equal"]) == 6 * RING + 3 and all(entry["equal"]) and entry["pending"] == 0
 
 
 @pytest.mark.distributed
@@ -389,5 +399,5 @@ def test_a_sum_a_rank_does_not_take_part_in_raises_within_the_groups_timeout(sum
     assert entry["shared"] == (launch == "both")
     if launch == "both":
         message, seconds = entry["error"]
-        assert "rank(s) [1] have not started this sum" in message and "timeout of 2 s" in message
+        assert "rank(s) [1] have not started sum 1 " in message and "timeout of 2 s" in message
         assert 2 <= seconds <= 10
