@@ -7,9 +7,9 @@ all-gather. Ranks of one host can instead exchange their tensors through one sha
 ``/dev/shm``, unlinked once every rank has mapped it): 32-38 µs for the same sum, all of it the calling
 thread's.
 
-- a sum is started by copying the operand into this rank's slot of the next entry of a ring of
+- A sum is started by copying the operand into this rank's slot of the next entry of a ring of
   :data:`RING` entries and publishing the sum's sequence number;
-- it is finished by waiting until every rank has published that number and summing the slots in rank
+- It is finished by waiting until every rank has published that number and summing the slots in rank
   order into the result, with the same kernel on every rank (so every rank holds the same sum), then
   publishing, for that entry, the number of the sum this rank has read from it.
 - A start waits until every rank has read the sum the entry held before. A rank that has not read it itself
@@ -20,8 +20,8 @@ The published numbers are 8-byte aligned integers (one store, one load each) wri
 announce and read before it. That orders them on x86-64: stores are seen in the order they are made and
 loads are not moved before older loads, except for streaming stores (which a large copy may use), which a
 locked instruction orders; a lock's acquisition, one such instruction, separates the data from the number.
-On other architectures, on ranks of several hosts, without ``/dev/shm`` or with
-``THUNDER_SYMBOLIC_SHARED_SUMS=0``, :func:`for_group` gives None and the caller uses gloo. A rank that
+On other architectures, on ranks of several hosts, for groups of more than 64 ranks, without ``/dev/shm`` or
+with ``THUNDER_SYMBOLIC_SHARED_SUMS=0``, :func:`for_group` gives None and the caller uses gloo. A rank that
 does not arrive within the process group's timeout makes the wait raise, naming the group and the ranks.
 
 Every rank of a group makes the same sums in the same order, as for any collective; one thread per
@@ -45,7 +45,7 @@ import torch.distributed as dist
 
 __all__ = ["RING", "SharedSums", "connections", "enabled", "for_group"]
 
-# Entries of the ring: sums that may be started before the oldest of them is read by every rank.
+# Entries of the ring: a sum reuses the entry of the sum started RING before it.
 RING = 4
 
 # The header's 8-byte numbers: the sum each rank published last at [rank], the sum it read last from each
