@@ -7,11 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from thunder_symbolic.testing import run_python, run_torchrun
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "benchmark_inference.py"
 CONSTANT, SYMBOLIC = "constant values", "symbolic values"
+_TORCH = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
 
 
 def run_benchmark(tmp_path, *flags, nproc=2, env=None):
@@ -80,9 +82,11 @@ def test_symbolic_values_never_recompile_in_later_decode(tmp_path):
     assert all(row["tbot_cpu_ms"] <= row["tbot_process_cpu_ms"] for row in rows.values())
     assert "communication threads included" in result.stdout and " process " in result.stdout
     assert 0 < symbolic["thunder_regions_per_decode_step"] <= runs[SYMBOLIC]["compile"]["thunder_compiled_functions"]
-    # the ranks share the host: thunder's small sums over them go through shared memory
-    assert all(run["compile"]["small_sums_over_ranks"] == "shared memory" for run in runs.values())
-    assert "small sums over the ranks: shared memory" in result.stdout
+    # the ranks share the host: thunder's small sums over them go through shared memory. From torch 2.12 thunderfx
+    # leaves every DTensor operation to PyTorch (Dynamo passes the mesh as a script object): thunder makes no sums.
+    sums = "shared memory" if _TORCH < (2, 12) else None
+    assert all(run["compile"]["small_sums_over_ranks"] == sums for run in runs.values())
+    assert ("small sums over the ranks: shared memory" in result.stdout) == (sums is not None)
     assert runs[SYMBOLIC]["compile"]["split_reasons"] and "graph splits:" in result.stdout
     assert "-- comparison" in result.stdout and "x eager" in result.stdout
     # Where a decode step's time goes: thunder's regions (their prologues among it) and the rest.
