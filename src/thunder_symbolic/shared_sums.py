@@ -110,7 +110,8 @@ def _create(size: int) -> tuple[str, int] | None:
 
 
 def _attach(path: str, size: int, nonce: int) -> mmap.mmap | None:
-    """The mapping of the file ``_create`` made, or None where this rank finds no such file (another host)."""
+    """The mapping of the file ``_create`` made, or None where this rank finds no such file (another host) or
+    cannot map it: every rank then says so to the others, instead of one failing while they wait for it."""
     try:
         fd = os.open(path, os.O_RDWR)
     except OSError:
@@ -119,6 +120,8 @@ def _attach(path: str, size: int, nonce: int) -> mmap.mmap | None:
         if os.fstat(fd).st_size != size:
             return None
         mapping = mmap.mmap(fd, size)
+    except OSError:
+        return None
     finally:
         os.close(fd)
     if memoryview(mapping)[:_HEADER].cast("q")[_NONCE] != nonce:

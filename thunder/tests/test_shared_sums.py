@@ -9,9 +9,13 @@ import pytest
 from thunder_symbolic import shared_sums
 
 
+def _no_memory(*args, **kwargs):
+    raise OSError(12, "Cannot allocate memory")
+
+
 def test_a_rank_maps_only_the_file_rank_0_made():
     """A rank of another host finds no file at the path rank 0 offered, or another file there (another size or
-    nonce): it maps nothing, so the group sums through gloo."""
+    nonce), and a rank may fail to map it: it maps nothing, so the group sums through gloo."""
     size = shared_sums.SharedSums.mapping_bytes(2, 64)
     offer = shared_sums._create(size)
     assert offer is not None
@@ -22,6 +26,9 @@ def test_a_rank_maps_only_the_file_rank_0_made():
         mapping.close()
         assert shared_sums._attach(path, size, nonce ^ 1) is None
         assert shared_sums._attach(path, size + 64, nonce) is None
+        with pytest.MonkeyPatch.context() as patch:  # a rank that cannot map it (no memory left) says so too
+            patch.setattr(shared_sums.mmap, "mmap", _no_memory)
+            assert shared_sums._attach(path, size, nonce) is None
     finally:
         os.unlink(path)
     assert shared_sums._attach(path, size, nonce) is None
