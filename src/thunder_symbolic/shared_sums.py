@@ -145,7 +145,6 @@ class SharedSums:
         self.rank, self.size = group.rank(), group.size()
         self.slot_bytes = slot_bytes
         self.timeout_s = _timeout(group).total_seconds()
-        self._mapping = mapping
         self._numbers = memoryview(mapping)[:_HEADER].cast("q")
         self._data = torch.frombuffer(mapping, dtype=torch.uint8, offset=_HEADER).view(RING, self.size, slot_bytes)
         self._read_numbers = [[_READ + rank * RING + entry for rank in range(self.size)] for entry in range(RING)]

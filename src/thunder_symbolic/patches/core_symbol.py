@@ -130,31 +130,25 @@ def _from_bsym_swap_proxies(original):
         """Replaces thunder's BoundSymbol.from_bsym_swap_proxies (same result): wrapping would keep its closure."""
         if len(swap_map) == 0:
             return self
-        args, kwargs, output = _swapped_parts(self, swap_map, skip_inputs, skip_output)
-        if skip_subsymbols:
-            subsymbols = list(self.subsymbols)
-        else:
-            subsymbols = [_swapped_subsymbol(s, swap_map, skip_inputs, skip_output) for s in self.subsymbols]
-        return self.from_bsym(args=args, kwargs=kwargs, output=output, subsymbols=subsymbols)
+        return _swapped_bsym(self, swap_map, skip_inputs, skip_output, skip_subsymbols)
 
     return from_bsym_swap_proxies
 
 
-def _swapped_parts(bsym, swap_map, skip_inputs, skip_output) -> tuple:
+def _swapped_bsym(bsym, swap_map, skip_inputs, skip_output, skip_subsymbols=False, subsymbol=False):
+    """``bsym`` with its proxies swapped, always a new bound symbol as thunder's swap returns; a subsymbol in
+    which nothing (at any depth) is swapped is the subsymbol itself: bound symbols are shared between traces
+    as from_bsym shares a parent's subsymbols."""
     inputs = (bsym.args, bsym.kwargs)
     args, kwargs = inputs if skip_inputs else _swapped(inputs, swap_map, bsym.flat_args_and_spec)
     output = bsym.output if skip_output else _swapped(bsym.output, swap_map, bsym.flat_outs_and_spec)
-    return args, kwargs, output
-
-
-def _swapped_subsymbol(bsym, swap_map, skip_inputs, skip_output):
-    """A subsymbol swapped as its parent is, or the subsymbol itself where nothing in it (at any depth) is
-    swapped: bound symbols are shared between traces as from_bsym shares a parent's subsymbols."""
-    args, kwargs, output = _swapped_parts(bsym, swap_map, skip_inputs, skip_output)
-    subsymbols = [_swapped_subsymbol(s, swap_map, skip_inputs, skip_output) for s in bsym.subsymbols]
-    if args is bsym.args and kwargs is bsym.kwargs and output is bsym.output:
-        if all(new is old for new, old in zip(subsymbols, bsym.subsymbols)):
-            return bsym
+    if skip_subsymbols:
+        subsymbols = list(bsym.subsymbols)
+    else:
+        subsymbols = [_swapped_bsym(s, swap_map, skip_inputs, skip_output, subsymbol=True) for s in bsym.subsymbols]
+    unchanged = args is bsym.args and kwargs is bsym.kwargs and output is bsym.output
+    if subsymbol and unchanged and all(new is old for new, old in zip(subsymbols, bsym.subsymbols)):
+        return bsym
     return bsym.from_bsym(args=args, kwargs=kwargs, output=output, subsymbols=subsymbols)
 
 
