@@ -22,6 +22,7 @@ from thunder.core.interpreter import (
     do_raise,
     get_interpreterruntimectx,
     interpreter_needs_wrap,
+    is_pycapsule,
     unwrap,
     wrap_const,
 )
@@ -193,17 +194,30 @@ def _default(wrapped_fn: WrappedValue, namespace: str, key: int | str) -> Wrappe
     "thunder.core.interpreter:_call_dispatch",
     summary="a bound method written in Python is called as its `__func__` with its `__self__`, both read through "
     "the interpreter as its helper reads them (same values, provenance and checks), without interpreting the "
-    "helper",
+    "helper; a builtin method of an object is traced as the descriptor it was bound from, found by binding each "
+    "candidate with the object's type as well as the object",
     why=(
         "Each call of a bound method object (a module's `forward`, which torch's `__call__` reads and then calls; "
         "`method = obj.method; method(...)`) interpreted `lambda fn, *args, **kwargs: fn.__func__(fn.__self__, "
         "*args, **kwargs)`, its argument list and keyword dict rebuilt by interpreted LIST_EXTEND and DICT_MERGE: "
-        "about a sixth of a small decoder's tracing."
+        "about a sixth of a small decoder's tracing. And 0.2.6 found a builtin method's descriptor by calling "
+        "`candidate.__get__(obj)` on each base class's method: for a method that needs its defining class "
+        "(METH_METHOD, such as `_io._BufferedIOBase.seek`), CPython 3.12.1 dereferences the missing type and the "
+        "process dies with a segmentation fault (transformers' generation reached it through torch.vmap, "
+        "torch.library, traceback and linecache's `buffer.seek(0)`)."
     ),
 )
 def _call_dispatch(original):
     def call_dispatch(compilectx, runtimectx, fn, /, *args, **kwargs):
         method = unwrap(fn)
+        if isinstance(method, (types.BuiltinMethodType, types.MethodWrapperType)):
+            descriptor = _descriptor_of(method)
+            if descriptor is not None:  # (None: thunder's path, which has no candidate to bind)
+                wrapped = fn if isinstance(fn, WrappedValue) else wrap_const(fn)
+                instance = _interpret_call(getattr, wrapped, wrap_const("__self__"))
+                if instance is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
+                    return instance
+                return _interpret_call(wrap_const(descriptor), instance, *args, **kwargs)
         if (
             not isinstance(method, types.MethodType)
             or not compilectx._with_provenance_tracking
@@ -220,6 +234,28 @@ def _call_dispatch(original):
         return _interpret_call(function, instance, *args, **kwargs)
 
     return call_dispatch
+
+
+def _descriptor_of(method) -> types.MethodDescriptorType | types.WrapperDescriptorType | None:
+    """The method or slot descriptor of a base class of ``type(method.__self__)`` that ``method`` was bound from
+    (``super().seek``), else the type's own attribute of that name; None for a builtin of no object, of a class,
+    of a module or of a capsule (already canonical), and where the type has no such attribute (thunder then calls
+    the method opaquely). Binding passes the type: ``descriptor.__get__(obj)`` crashes CPython 3.12.1 for a method
+    that needs its defining class."""
+    instance = method.__self__
+    if instance is None or isinstance(instance, (type, types.ModuleType)) or is_pycapsule(instance):
+        return None
+    kind, name = type(instance), method.__name__
+    for base in kind.__mro__[1:]:
+        candidate = getattr(base, name, None)
+        if isinstance(candidate, (types.WrapperDescriptorType, types.MethodDescriptorType)):
+            try:
+                if candidate.__get__(instance, kind) == method:
+                    return candidate
+            except TypeError:  # (a descriptor of a class the instance is not one of)
+                continue
+    found = getattr(kind, name, None)
+    return None if found is None or isinstance(found, types.BuiltinFunctionType) else found
 
 
 @patch(
