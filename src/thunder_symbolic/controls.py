@@ -30,6 +30,7 @@ __all__ = [
     "RecompileLimitExceeded",
     "RecompileLimitWarning",
     "budget_from_options",
+    "default_cache_option",
     "declared_dims",
     "dynamic_shapes_from_options",
     "fail_on_recompile",
@@ -59,6 +60,10 @@ CONTROLS = (
     (
         "THUNDER_SYMBOLIC_SHARED_SUMS=0",
         "small sums over gloo ranks of one host through gloo instead of shared memory",
+    ),
+    (
+        "THUNDER_SYMBOLIC_DEFAULT_CACHE='symbolic values'",
+        "the cache option of a thunder.jit call that names none (thunder's default: 'constant values')",
     ),
     ("THUNDER_SYMBOLIC=0", "do not apply the patch set in this process"),
 )
@@ -207,6 +212,23 @@ def budget_from_options(limit: Any = None, on_limit: Any = None) -> Budget:
     else:
         on_limit = _mode_option(on_limit, "on_recompile_limit")
     return Budget(limit, on_limit)
+
+
+_CACHE_OPTION_NAMES = ("constant values", "symbolic values")
+
+
+def default_cache_option() -> str | None:
+    """The cache option of a ``thunder.jit`` call that names none, from ``THUNDER_SYMBOLIC_DEFAULT_CACHE`` (None when
+    unset: thunder's own default). Running a whole code base, or thunder's own test suite, under symbolic values
+    is how symbolic values is shown to be a drop-in for the default."""
+    env = os.environ.get("THUNDER_SYMBOLIC_DEFAULT_CACHE")
+    if env is None or not env.strip():
+        return None
+    if env.strip() not in _CACHE_OPTION_NAMES:
+        raise ValueError(
+            f"THUNDER_SYMBOLIC_DEFAULT_CACHE must be one of {', '.join(map(repr, _CACHE_OPTION_NAMES))}, got {env!r}"
+        )
+    return env.strip()
 
 
 def fail_on_recompile(jfn: Any) -> None:

@@ -52,6 +52,10 @@ def assert_same(
             raise AssertionError(f"{path}: expected keys {list(expected)}, got {actual!r}")
         for k in expected:
             assert_same(actual[k], expected[k], path=f"{path}[{k!r}]", rtol=rtol, atol=atol, equal_nan=equal_nan)
+    elif _plain_object(expected):
+        if type(actual) is not type(expected):
+            raise AssertionError(f"{path}: expected a {type(expected).__name__}, got {actual!r}")
+        assert_same(vars(actual), vars(expected), path=f"{path}.__dict__", rtol=rtol, atol=atol, equal_nan=equal_nan)
     else:
         # torch.Size is a tuple subclass: compare shapes as tuples of ints. A NaN argument stays NaN.
         both_nan = (
@@ -61,6 +65,16 @@ def assert_same(
             raise AssertionError(
                 f"{path}: expected {expected!r} ({type(expected).__name__}), got {actual!r} ({type(actual).__name__})"
             )
+
+
+def _plain_object(value: Any) -> bool:
+    """An instance of a class defined in Python whose state is its ``__dict__`` (a config, a cache layer): compared
+    by its attributes (a module, compared by identity, is not)."""
+    return (
+        bool(type(value).__flags__ & (1 << 9))  # Py_TPFLAGS_HEAPTYPE
+        and isinstance(getattr(value, "__dict__", None), dict)
+        and not isinstance(value, (torch.Tensor, torch.nn.Module, type))
+    )
 
 
 def _call(fn: Callable, args: Sequence | Mapping | Any):

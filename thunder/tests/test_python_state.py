@@ -354,7 +354,7 @@ def test_a_freed_record_of_a_module_read_never_hides_a_later_read():
         namespace = ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[fn, const("__globals__")])
         reads.append(ProvenanceRecord(PseudoInst.BINARY_SUBSCR, inputs=[namespace, const(f"G{i}")]))
     checks = [guards.guard(activation, read, lambda: "here") for read in reads]
-    assert all(check is not None and check[0] == "is" for check in checks)
+    assert all(check is not None and check[0] == "function" for check in checks)
 
 
 @CACHES
@@ -431,13 +431,6 @@ class CountingOuter(nn.Module):
 
 
 @CACHES
-def test_attribute_set_on_the_jitted_module_is_refused(cache):
-    jm = thunder.jit(Counting(), cache=cache)
-    with pytest.raises(SideEffectError, match=r"Counting.step = \.\.\.` at test_python_state.py:\d+"):
-        jm(x())
-
-
-@CACHES
 def test_attribute_set_on_a_submodule_is_applied(cache):
     m = CountingOuter()
     jm = thunder.jit(m, cache=cache)
@@ -469,90 +462,6 @@ def test_an_attribute_assigned_twice_in_one_call_keeps_the_last_value(cache):
         torch.testing.assert_close(jm(t := x()), eager(t))
         torch.testing.assert_close(jitted[0].total, eager[0].total)
     assert thunder.cache_misses(jm) == 2  # total None, then a tensor
-
-
-LOG = []
-MEMO = {}
-
-
-@CACHES
-def test_appending_to_a_global_list_is_refused_and_undone(cache):
-    def f(t):
-        LOG.append(t.shape[0])
-        return t * 2
-
-    with pytest.raises(
-        SideEffectError, match=r"changes LOG \(a list it did not create\) in place at test_python_state.py:\d+ in "
-    ):
-        thunder.jit(f, cache=cache)(x())
-    assert LOG == []
-
-
-@CACHES
-def test_memoizing_in_a_global_dict_is_refused_and_undone(cache):
-    def f(t):
-        if t.shape[0] not in MEMO:
-            MEMO[t.shape[0]] = torch.ones(t.shape[0])
-        return t + MEMO[t.shape[0]][:, None]
-
-    with pytest.raises(
-        SideEffectError, match=r"changes MEMO \(a dict it did not create\) in place at test_python_state.py:\d+ in "
-    ):
-        thunder.jit(f, cache=cache)(x())
-    assert MEMO == {}
-    MEMO[3] = torch.ones(3)  # filled outside: read-only in the trace, its keys are checked
-    try:
-        jf = thunder.jit(f, cache=cache)
-        torch.testing.assert_close(jf(t := x()), f(t))
-        with pytest.raises(SideEffectError):
-            jf(x(5))  # would add a key
-    finally:
-        MEMO.clear()
-
-
-LAST_ROWS = None
-SEEN = types.SimpleNamespace(rows=None)
-
-
-def _assigns_a_global(t):
-    global LAST_ROWS
-    LAST_ROWS = t.shape[0]
-    return t * 2
-
-
-def _sets_an_attribute(t):
-    SEEN.rows = t.shape[0]
-    return t * 2
-
-
-def _counting_closure():
-    calls = 0
-
-    def f(t):
-        nonlocal calls
-        calls += 1
-        return t * calls
-
-    return f
-
-
-@CACHES
-@pytest.mark.parametrize(
-    "fn, statement",
-    [
-        (_assigns_a_global, "`global LAST_ROWS` assigned"),
-        (_sets_an_attribute, "`SEEN.rows = ...`"),
-        (_counting_closure(), "`nonlocal calls` assigned"),
-    ],
-    ids=["global", "attribute of a global object", "closure variable"],
-)
-def test_assigning_python_state_is_refused(cache, fn, statement):
-    """thunder made such an assignment once, while tracing, and never again: under symbolic values `LAST_ROWS`
-    and `SEEN.rows` were left holding a proxy, and a counter failed the next check with "Expected 1 to be equal
-    to and have the type of 0" (0.2.6, either cache)."""
-    with pytest.raises(SideEffectError, match=rf"{re.escape(statement)} at test_python_state.py:\d+ in "):
-        thunder.jit(fn, cache=cache)(x())
-    assert LAST_ROWS is None and SEEN.rows is None
 
 
 @CACHES
@@ -711,17 +620,6 @@ def test_thunders_interpreter_alone_calls_functions_with_defaults():
     from thunder.core.interpreter import interpret
 
     assert interpret(_scaled)(2.0) == _scaled(2.0) and interpret(_scaled)(2.0, shift=1.0) == 5.0
-
-
-@CACHES
-def test_a_default_list_appended_to_is_refused(cache):
-    def f(t, seen=[]):  # noqa: B006
-        seen.append(1)
-        return t * len(seen)
-
-    with pytest.raises(SideEffectError, match=r"changes f.__defaults__\[0\] \(a list it did not create\) in place"):
-        thunder.jit(f, cache=cache)(x())
-    assert f.__defaults__ == ([],)
 
 
 # --- An object's __dict__ read as a dict, Python modules' state, environment variables -----------------

@@ -50,7 +50,7 @@ _INLINE_CHECKS = {
     "check_literal_like": "{0} == {1}",
     "check_string_value": "{0} == {1}",
     "check_none": "{0} is None",
-    "check_tensor_metadata_fast": (
+    "check_tensor_metadata": (
         "isinstance({0}, _Tensor) and {0}.shape == {1} and {0}.dtype == {3} "
         "and {0}.requires_grad == {4} and _device_text({0}.device) == {2}"
     ),
@@ -160,7 +160,7 @@ def _write(writer: _Writer, bsym, function_obj) -> None:
         # same_float, for a value that is neither a NaN nor a zero: equal floats are then the same bits
         number = writer.render(args[0])
         writer.check(f"type({number}) is float and {number} == {writer.constant(args[1])}")
-    elif name == "check_number_type_and_value_fast" and not bsym.kwargs:
+    elif name == "check_number_type_and_value" and not bsym.kwargs:
         number, value = writer.render(args[0]), args[1]
         if type(value) is bool:
             writer.check(f"{number} is {value!r}")
@@ -168,7 +168,7 @@ def _write(writer: _Writer, bsym, function_obj) -> None:
             writer.check(f"type({number}) is {writer.constant(type(value))} and {number} == {writer.render(value)}")
     elif name in _INLINE_CHECKS and not bsym.kwargs:
         condition = _INLINE_CHECKS[name].format(*(writer.render(a) for a in args))
-        sizes = _static_sizes(writer, *args[:2]) if name == "check_tensor_metadata_fast" else None
+        sizes = _static_sizes(writer, *args[:2]) if name == "check_tensor_metadata" else None
         if sizes is None:
             writer.check(condition)
         else:

@@ -7,7 +7,9 @@ Each such value read from the call's arguments, the function's globals and closu
 attributes, or a Python module that is not a library's API (a config module, ``os.environ``) is checked
 here the cheapest way that proves the trace still holds, as torch.compile's guards do:
 
-* identity (``is``) for None, dtypes, layouts, memory formats, enum members, functions, classes;
+* identity (``is``) for None, dtypes, layouts, memory formats, enum members, classes; for a function, identity or
+  the same code, closure contents and defaults (a descriptor makes a new one at every read), for a partial the
+  same function and arguments;
 * type for instances of classes defined in Python (``isinstance(cache, StaticCache)``);
 * type and keys for an object's ``__dict__`` that the code reads as a dict (``vars(cfg).get("bias")``,
   ``"bias" in cfg.__dict__``), whose missing names matter as much as its values;
@@ -27,10 +29,10 @@ here the cheapest way that proves the trace still holds, as torch.compile's guar
 torch's own bookkeeping on modules (hooks, the non-persistent buffer set) is not checked; parameters,
 buffers and submodules are thunder's, but for the reads above.
 
-While tracing, :class:`ValueGuards` also keeps a shallow snapshot of every container it checked: a
-traced function that changes one in place (``cache.append(...)``, ``memo[k] = t``) has a side effect the
-cached program would not repeat, so tracing stops with :class:`SideEffectError` naming the object, and the
-object is restored.
+While tracing, :class:`ValueGuards` also keeps a shallow snapshot of every container it checked (with the path
+it was read through): a traced function that changes one in place (``cache.append(...)``, ``memo[k] = t``) has a
+side effect that :mod:`thunder_symbolic.side_effects` replays on every call; when the trace ends the container is
+as it was (:meth:`ValueGuards.restore_containers`).
 """
 
 from __future__ import annotations
@@ -54,17 +56,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from thunder.core import devices, dtypes
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.jit_ext import EXT_FLAG_IS_CALLABLE, EXT_FLAG_IS_MODULE, EXT_FLAG_IS_TENSOR_PROXY
 from thunder.core.prims import OpTags
 from thunder.core.proxies import AnyProxy, Proxy
+from thunder.core.symbol import default_python_printer
 from thunder.executors.pythonex import ex as pythonex
 
 from thunder_symbolic.guards.prologue import GuardFailed
 
 __all__ = [
     "SideEffectError",
+    "checked",
     "UncheckableValueError",
     "ValueGuards",
     "check_member_names",
@@ -174,6 +177,10 @@ def guard_for(value: Any) -> tuple[str, Any] | None:
     (tensors, numbers and strings are proxies checked by thunder; modules are handled by thunder)."""
     if isinstance(value, (bool, int, float, complex, str, torch.Tensor, torch.device, torch.nn.Module)):
         return None
+    if isinstance(value, functools.partial):
+        return "partial", value
+    if type(value) is types.FunctionType:
+        return "function", value
     if isinstance(value, _IDENTITY_TYPES) or isinstance(value, types.BuiltinFunctionType) and _stable_builtin(value):
         return "is", value
     if _class_builtin(value):
@@ -195,11 +202,6 @@ def guard_for(value: Any) -> tuple[str, Any] | None:
 
 
 _HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (not a builtin type)
-
-
-# Expected objects by id: the prologue passes the id (an int prints in any trace; a function, an enum
-# class or a tuple of enum keys may not). Entries live as long as the process, like thunder's cache entries.
-_expected: dict[int, Any] = {}
 
 
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, range, fractions.Fraction, decimal.Decimal)
@@ -229,6 +231,59 @@ def _same(item: Any, recorded: Any) -> bool:
     if type(recorded) is tuple:
         return type(item) is tuple and len(item) == len(recorded) and all(map(_same, item, recorded))
     return item is recorded
+
+
+def _same_partial(partial: Any, recorded: functools.partial) -> bool:
+    """Whether ``partial`` calls what ``recorded`` calls: a ``partialmethod`` makes a new partial of a new bound
+    method at every read, so identity would never hold."""
+    return (
+        type(partial) is type(recorded)
+        and _same_part(partial.func, recorded.func)
+        and len(partial.args) == len(recorded.args)
+        and all(map(_same_part, partial.args, recorded.args))
+        and partial.keywords.keys() == recorded.keywords.keys()
+        and all(_same_part(partial.keywords[k], v) for k, v in recorded.keywords.items())
+    )
+
+
+def _same_function(fn: Any, recorded: types.FunctionType) -> bool:
+    """Whether ``fn`` is ``recorded`` made again: the same code, globals, closure contents and defaults (a descriptor,
+    ``partialmethod`` read from its class, makes a new function at every read)."""
+    if (
+        type(fn) is not types.FunctionType
+        or fn.__code__ is not recorded.__code__
+        or fn.__globals__ is not recorded.__globals__
+    ):
+        return False
+    cells, recorded_cells = fn.__closure__ or (), recorded.__closure__ or ()
+    defaults, recorded_defaults = fn.__defaults__ or (), recorded.__defaults__ or ()
+    return (
+        len(cells) == len(recorded_cells)
+        and all(_same_part(a.cell_contents, b.cell_contents) for a, b in zip(cells, recorded_cells))
+        and len(defaults) == len(recorded_defaults)
+        and all(map(_same_part, defaults, recorded_defaults))
+        and _same_part(fn.__kwdefaults__, recorded.__kwdefaults__)
+    )
+
+
+def _same_part(item: Any, recorded: Any) -> bool:
+    if item is recorded:
+        return True
+    if isinstance(recorded, types.MethodType):
+        return (
+            type(item) is types.MethodType and item.__func__ is recorded.__func__ and item.__self__ is recorded.__self__
+        )
+    if isinstance(recorded, functools.partial):
+        return _same_partial(item, recorded)
+    if type(recorded) is types.FunctionType:
+        return _same_function(item, recorded)
+    if type(recorded) is dict:
+        return (
+            type(item) is dict
+            and item.keys() == recorded.keys()
+            and all(_same_part(item[k], v) for k, v in recorded.items())
+        )
+    return _same(item, recorded)
 
 
 _NOT_NATIVE = object()
@@ -315,6 +370,8 @@ _FAILS = {
     "len": "type({o}) is not {e}[0] or len({o}) != {e}[1]",
     "keys": "type({o}) is not {e}[0] or tuple({o}) != {e}[1]",
     "snapshot": "not {e}.matches({o})",
+    "partial": "not _same_partial({o}, {e})",
+    "function": "{o} is not {e} and not _same_function({o}, {e})",
     "contiguous": "{o}.is_contiguous(memory_format={e}[0]) is not {e}[1]",
     "hasattr": "hasattr({o}, {e}[0]) is not {e}[1]",
     "type": "type({o}) is not {e}",
@@ -327,33 +384,64 @@ _FAILS = {
 }
 
 
-@functools.cache
-def compile_checks(spec: tuple[tuple[str, int, str, str], ...]):
+def compile_checks(entries: tuple[tuple[str, Any, str, str], ...]):
     """One function of the checked values that raises :class:`GuardFailed` for the first check that fails
     (each check is one comparison; calling an operator per value cost a microsecond each)."""
 
     def fail(index: int):
-        raise GuardFailed(*spec[index][2:])
+        raise GuardFailed(*entries[index][2:])
 
-    namespace: dict[str, Any] = {"fail": fail}
-    lines = [f"def check_values({', '.join(f'o{i}' for i in range(len(spec)))}):"]
-    for i, (kind, expected_id, _, _) in enumerate(spec):
-        namespace[f"e{i}"] = _expected[expected_id]
+    namespace: dict[str, Any] = {"fail": fail, "_same_partial": _same_partial, "_same_function": _same_function}
+    lines = [f"def check_values({', '.join(f'o{i}' for i in range(len(entries)))}):"]
+    for i, (kind, expected, _, _) in enumerate(entries):
+        namespace[f"e{i}"] = expected
         lines.append(f"    if {_FAILS[kind].format(o=f'o{i}', e=f'e{i}')}:\n        fail({i})")
     lines.append("    return None")
     exec(compile("\n".join(lines), "<thunder_symbolic value checks>", "exec"), namespace)  # noqa: S102
     return namespace["check_values"]
 
 
-# The prologue passes the same ``spec`` tuple object on every call: looked up by identity, not hashed.
-_by_identity: dict[int, tuple[tuple, Any]] = {}
+def _compile_state_checks(entries: tuple[tuple[tuple, str, str], ...]):
+    def check_state() -> None:
+        for (fn, args, result), condition, where in entries:
+            if not _same(fn(*args), result):
+                raise GuardFailed(condition, where)
+
+    return check_state
 
 
-def _check(spec: tuple, *values: Any) -> None:
-    found = _by_identity.get(id(spec))
-    if found is None or found[0] is not spec:
-        found = _by_identity[id(spec)] = (spec, compile_checks(spec))
-    found[1](*values)
+class Checks:
+    """The checks one prologue makes, as entries ``(..., condition, where)`` (``condition`` as the user would write
+    it): compiled into one function by ``compile`` at their first use, and owned by the prologue's trace (an
+    object of its context; the trace prints the conditions), so that they go when the cache entry goes and two
+    traces of one program print alike."""
+
+    __slots__ = ("_compile", "_fn", "entries")
+
+    def __init__(self, entries: tuple, compile: Callable[[tuple], Callable]):
+        self.entries, self._compile, self._fn = entries, compile, None
+
+    def __call__(self, *values: Any) -> None:
+        fn = self._fn
+        if fn is None:
+            fn = self._fn = self._compile(self.entries)
+        fn(*values)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def conditions(self) -> list[tuple[str, str]]:
+        return [entry[-2:] for entry in self.entries]
+
+
+def _run(checks: Checks, *values: Any) -> None:
+    checks(*values)
+
+
+def _print_checks(bsym, out_printables, arg_printables, kwarg_printables) -> list[str]:
+    """The call, after each condition it checks as a comment."""
+    lines = [f"# {condition}  ({where})" for condition, where in bsym.args[0].conditions()]
+    return [*lines, default_python_printer(bsym, out_printables, arg_printables, kwarg_printables)]
 
 
 def _name_of(value: Any) -> str:
@@ -371,6 +459,8 @@ def _name_of(value: Any) -> str:
 _SHOWN = {
     "is": lambda p, e: f"{p} is {_name_of(e)}",
     "==": lambda p, e: f"{p} == {_name_of(e)}",
+    "partial": lambda p, e: f"{p} calls {e!r}",
+    "function": lambda p, e: f"{p} is {_name_of(e)}",
     "type": lambda p, e: f"type({p}) is {_name_of(e)}",
     "no grad": lambda p, e: f"{p}.grad is None",
     "not cached": lambda p, e: f"{e!r} not in {p}",
@@ -395,25 +485,21 @@ def render(kind: str, expected: Any, path: str) -> str:
     return _SHOWN[kind](path, expected)
 
 
-# check_python_values(((kind, expected id, condition, where), ...), *values): the prologue trace shows each
-# condition as the user would write it (``mask is None``, ``type(sizes) is tuple and len(sizes) == 2``).
+# check_python_values(checks, *values): the prologue trace shows each condition as the user would write it
+# (``mask is None``, ``type(sizes) is tuple and len(sizes) == 2``).
 check_python_values = pythonex.register_operator(
-    "check_python_values", meta=lambda spec, *values: None, fn=_check, tags=(OpTags.DONT_DCE,)
+    "check_python_values",
+    meta=lambda checks, *values: None,
+    fn=_run,
+    tags=(OpTags.DONT_DCE,),
+    python_printer=_print_checks,
 )
 pythonex.register_implementation(check_python_values, check_python_values, checker=lambda *args: True)
 
-
-def _check_state(spec: tuple[tuple[int, str, str], ...]) -> None:
-    for expected_id, condition, where in spec:
-        fn, args, result = _expected[expected_id]
-        if not _same(fn(*args), result):
-            raise GuardFailed(condition, where)
-
-
-# check_state_reads(((expected id, condition, where), ...)): each call of process state the trace made (see
-# reads_state), made again; the trace shows it as ``torch.get_num_threads() == 2``.
+# check_state_reads(checks): each call of process state the trace made (see reads_state), made again; the trace
+# shows it as ``torch.get_num_threads() == 2``.
 check_state_reads = pythonex.register_operator(
-    "check_state_reads", meta=lambda spec: None, fn=_check_state, tags=(OpTags.DONT_DCE,)
+    "check_state_reads", meta=lambda checks: None, fn=_run, tags=(OpTags.DONT_DCE,), python_printer=_print_checks
 )
 pythonex.register_implementation(check_state_reads, check_state_reads, checker=lambda *args: True)
 
@@ -459,29 +545,31 @@ def _snapshot(value: Any) -> tuple:
     return tuple(map(id, value))
 
 
-# Methods of list, dict and set that change the object (bound, or unbound with the object first).
-_MUTATORS = frozenset(
-    {
-        *("append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem"),
-        *("add", "discard", "sort", "reverse", "__setitem__", "__delitem__", "__iadd__", "__ior__", "__imul__"),
-    }
-)
-
-
 @dataclass
-class _Watched:
+class Watched:
+    """A container the trace read from the inputs (through ``record``), and what it held then."""
+
     path: str
     container: Any
     copy: Any
     snapshot: tuple
-    changed_at: str | None = None  # where a mutating method was called on it, if one was
-    stand_in: Any = None  # the container of proxies traced code sees instead (see watch_copy)
+    record: ProvenanceRecord
+    stand_in: Any = None  # the wrapper of the container of proxies traced code sees instead (see watch_copy)
+    stand_in_copy: Any = None  # the stand-in's items then (kept alive: their ids are in its snapshot)
     stand_in_snapshot: tuple = ()
 
     def changed(self) -> bool:
         if _snapshot(self.container) != self.snapshot:
             return True
-        return self.stand_in is not None and _snapshot(self.stand_in) != self.stand_in_snapshot
+        return self.stand_in is not None and _snapshot(self.stand_in.value) != self.stand_in_snapshot
+
+    def contents(self) -> tuple[Any, Any, Any]:
+        """(its contents as the trace left them, as they were, the wrappers of the final items or None): the
+        stand-in's, which traced code changes, unless native code changed the container itself."""
+        if self.stand_in is not None and _snapshot(self.container) == self.snapshot:
+            wrappers = self.stand_in.item_wrappers if self.stand_in.has_item_tracking else None
+            return self.stand_in.value, self.stand_in_copy, wrappers
+        return self.container, self.copy, None
 
 
 @dataclass
@@ -489,12 +577,12 @@ class ValueGuards:
     """The Python values one trace read, each checked once (by path), and the containers to watch for changes."""
 
     fn: Any = None  # the function (or module) being traced, to name its arguments and globals
-    checks: list[tuple[Any, tuple[str, int, str, str]]] = field(default_factory=list)  # (proxy, check)
+    checks: list[tuple[Any, tuple[str, Any, str, str]]] = field(default_factory=list)  # (proxy, check)
     seen: set[str] = field(default_factory=set)
     # The provenance records of Python modules read, by id. The records are kept: a freed one's id is soon a new
     # record's, and a value read through that one (a global function, fn.__globals__['g']) went unchecked.
     python_modules: dict[int, ProvenanceRecord] = field(default_factory=dict)
-    watched: list[_Watched] = field(default_factory=list)
+    watched: list[Watched] = field(default_factory=list)
     uncheckable: list[str] = field(default_factory=list)  # what was read that no check can prove unchanged
     state: dict[tuple, tuple[int, str, str]] = field(default_factory=dict)  # calls reading process state, checked
 
@@ -502,9 +590,10 @@ class ValueGuards:
         """The prologue constraints checking every value and every process state recorded, one call each."""
         found = []
         if self.checks:
-            found.append((check_python_values, tuple(check for _, check in self.checks), *(p for p, _ in self.checks)))
+            checks = Checks(tuple(check for _, check in self.checks), compile_checks)
+            found.append((check_python_values, checks, *(p for p, _ in self.checks)))
         if self.state:
-            found.append((check_state_reads, tuple(self.state.values())))
+            found.append((check_state_reads, Checks(tuple(self.state.values()), _compile_state_checks)))
         return found
 
     def state_read(self, fn: Any, args: tuple, result: Any, where: Callable[[], str]) -> UncheckableValueError | None:
@@ -519,14 +608,12 @@ class ValueGuards:
             )
         key = (fn, *map(id, args))
         if key not in self.state:
-            expected = (fn, args, result)
-            _expected[id(expected)] = expected
             value = _name_of(result) if isinstance(result, _IDENTITY_TYPES) else repr(result)
-            self.state[key] = (id(expected), f"{_call_text(fn, args)} == {value}", where())
+            self.state[key] = ((fn, args, result), f"{_call_text(fn, args)} == {value}", where())
         return None
 
-    def guard(self, value: Any, record: ProvenanceRecord, where: Callable[[], str]) -> tuple[str, int, str, str] | None:
-        """The (kind, id of the expected object, condition, where) to check for ``value`` read through
+    def guard(self, value: Any, record: ProvenanceRecord, where: Callable[[], str]) -> tuple[str, Any, str, str] | None:
+        """The (kind, expected object, condition, where) to check for ``value`` read through
         ``record``, once per path (the caller records it with :meth:`check`). ``where`` is asked only for a
         check: finding the source line for every value the interpreter wraps took about a second of a
         model's compile."""
@@ -550,14 +637,13 @@ class ValueGuards:
             self.uncheckable.append(f"{shown} ({found[1]!r})")
             return None
         if type(value) in (list, dict, set):
-            self.watched.append(_Watched(shown, value, value.copy(), _snapshot(value)))
+            self._watch(shown, value, record)
         kind, expected = found
-        _expected[id(expected)] = expected
         # Arguments are read as the call starts, inside thunder: name them; other values where they are read.
         at = where()
         if at.startswith("interpreter.py"):
             at = f"argument {shown.partition('[')[0].partition('.')[0]}"
-        return kind, id(expected), render(kind, expected, shown), at
+        return kind, expected, render(kind, expected, shown), at
 
     def namespace_keys(self, namespace: dict, record: ProvenanceRecord, where: Callable[[], str]) -> tuple | None:
         """The check of the names in an object's ``__dict__`` that the code read as a dict (``vars(cfg)``), once per
@@ -575,8 +661,12 @@ class ValueGuards:
         path = describe(record, self.python_modules)
         found = self._once(path, f"keys of {path}", "keys", (dict, tuple(namespace)), where)
         if found is not None:
-            self.watched.append(_Watched(user_path(path, self.fn), namespace, namespace.copy(), _snapshot(namespace)))
+            self._watch(user_path(path, self.fn), namespace, record)
         return found
+
+    def _watch(self, path: str, container: Any, record: ProvenanceRecord) -> None:
+        if all(watched.container is not container for watched in self.watched):
+            self.watched.append(Watched(path, container, container.copy(), _snapshot(container), record))
 
     def member_names(
         self, module: Any, record: ProvenanceRecord, method: str, args: tuple, kwargs: dict, where: Callable[[], str]
@@ -603,9 +693,19 @@ class ValueGuards:
         a library module's attribute)."""
         return describe(record, self.python_modules) is not None
 
+    def existed(self, record: ProvenanceRecord) -> bool:
+        """Whether the value read through ``record`` existed before the call: read by attribute and item steps from
+        the inputs, a constant or a module (reachable by the prologue or a library's state), rather than made by the
+        program (a call's result, an object it built)."""
+        while record.inputs:
+            if _inst_name(record) not in ("LOAD_ATTR", "BINARY_SUBSCR"):
+                return False
+            record = record.inputs[0]
+        return _inst_name(record) in ("INPUT_ARGS", "INPUT_KWARGS", "INPUT_FN", "CONSTANT")
+
     def presence(
         self, obj: Any, record: ProvenanceRecord, name: str, answer: bool, where: Callable[[], str]
-    ) -> tuple[str, int, str, str] | None:
+    ) -> tuple[str, Any, str, str] | None:
         """The check that ``hasattr(obj, name)`` still gives ``answer`` (``obj`` read through ``record``), once
         per path and name; None for an object the prologue does not reach or whose attributes are not the user's
         (a tensor proxy's, a Python module's)."""
@@ -622,26 +722,26 @@ class ValueGuards:
         if path is None or key in self.seen:
             return None
         self.seen.add(key)
-        _expected[id(expected)] = expected
-        return kind, id(expected), render(kind, expected, user_path(path, self.fn)), where()
+        return kind, expected, render(kind, expected, user_path(path, self.fn)), where()
 
     def watch_copy(self, container: Any, stand_in: Any) -> None:
-        """Traced code sees ``stand_in`` (the same items as proxies) for ``container``: a change to either is one."""
+        """Traced code sees ``stand_in`` (a wrapper of the same items as proxies) for ``container``: a change to
+        either is one."""
         for watched in self.watched:
             if watched.container is container:
-                watched.stand_in, watched.stand_in_snapshot = stand_in, _snapshot(stand_in)
+                watched.stand_in, watched.stand_in_copy = stand_in, stand_in.value.copy()
+                watched.stand_in_snapshot = _snapshot(stand_in.value)
 
-    def check(self, proxy: Any, check: tuple[str, int, str, str]) -> None:
+    def check(self, proxy: Any, check: tuple[str, Any, str, str]) -> None:
         """Check ``proxy`` (standing for the value, unpacked by the prologue) as ``check`` says."""
         self.checks.append((proxy, check))
 
     def contiguity(self, record: ProvenanceRecord, memory_format: Any, answer: bool, where: str) -> tuple:
         """The check that an input tensor's ``is_contiguous(memory_format)`` still gives ``answer``."""
         expected = (memory_format, answer)
-        _expected[id(expected)] = expected
         path = describe(record)
         shown = "tensor" if path is None else user_path(path, self.fn)
-        return "contiguous", id(expected), render("contiguous", expected, shown), where
+        return "contiguous", expected, render("contiguous", expected, shown), where
 
     def input_tensor(
         self, record: ProvenanceRecord, kind: str, expected: Any, where: Callable[[], str]
@@ -653,17 +753,6 @@ class ValueGuards:
         path = describe(record)
         return self._once(path, f"{kind} of {path}", kind, expected, where)
 
-    def note_call(self, fn: Any, args: tuple, where: Callable[[], str]) -> None:
-        """Remember where traced code calls a mutating method of a watched container (to name the statement)."""
-        if not self.watched or getattr(fn, "__name__", None) not in _MUTATORS:
-            return
-        target = getattr(fn, "__self__", None)
-        if type(target) not in (list, dict, set) and args:
-            target = getattr(args[0], "value", args[0])  # an unbound method: the object comes first
-        for watched in self.watched:
-            if (target is watched.container or target is watched.stand_in) and watched.changed_at is None:
-                watched.changed_at = where()
-
     def check_checkable(self, fn_name: str) -> None:
         """Raise :class:`UncheckableValueError` if the trace read a value no prologue check can prove unchanged."""
         if self.uncheckable:
@@ -673,56 +762,18 @@ class ValueGuards:
                 "tuple, a list or a dict of numbers, strings or tensors instead."
             )
 
-    def check_unchanged(self, fn_name: str, cause: BaseException | None = None) -> None:
-        """Raise :class:`SideEffectError` (restoring the object) if tracing changed a watched container (tracing
-        may have failed after the change: ``cause``)."""
+    def restore_containers(self) -> None:
+        """Put back every watched container that tracing changed (traced code changes the stand-ins, but what runs
+        natively changes the container itself; its replay is the epilogue's)."""
         for watched in self.watched:
             container = watched.container
-            # A trace that failed inside a mutating call (thunder's dict emulation may) had started changing it.
-            if not (watched.changed() or cause is not None and watched.changed_at):
+            if _snapshot(container) == watched.snapshot:
                 continue
             if type(container) is list:
                 container[:] = watched.copy
             else:
                 container.clear()
                 container.update(watched.copy)
-            at = f" at {watched.changed_at}" if watched.changed_at else ""
-            raise SideEffectError(
-                f"{fn_name} changes {watched.path} (a {type(container).__name__} it did not create) in place{at}; "
-                "thunder.jit cannot repeat that change on later calls of the compiled program (eager Python "
-                "would), so it refuses to compile it. Make the change outside the jitted function, or return "
-                "the new value."
-            ) from cause
-
-
-MISSING = object()  # what a name or attribute not yet assigned holds, to same_state
-
-
-def same_state(current: Any, new: Any, read: Any = None) -> bool:
-    """Whether assigning ``new`` where ``current`` is leaves Python state as it was: the same object (or the proxy
-    the trace read it as, ``read`` being the wrapper of that read: `self.keys = self.keys.to(self.device)`), or an
-    equal plain value, dtype or device (``self.device = x.device`` on every call, as transformers' caches do).
-    thunder makes an assignment once, while tracing: right for such a one only."""
-    if new is current or read is not None and getattr(read, "value", None) is new:
-        return True
-    if isinstance(new, devices.Device):
-        new = devices.to_torch_device(new)
-    elif isinstance(new, dtypes.dtype):
-        new = dtypes.to_torch_dtype(new)
-    if isinstance(new, (torch.device, torch.dtype)) or not isinstance(new, Proxy) and _plain(new):
-        return type(new) is type(current) and bool(new == current)
-    return False
-
-
-def store_refused(statement: str, where: str) -> SideEffectError:
-    """The error for traced code that changes Python state it did not create (a global, a closure variable of the
-    jitted function, an attribute of an object it was given): thunder makes the change once, while tracing (with
-    a proxy for a value computed from the inputs), and never again; eager Python makes it on every call."""
-    return SideEffectError(
-        f"{statement} at {where} changes Python state the jitted function did not create; the compiled program "
-        "cannot repeat that change on later calls (eager Python would), so thunder.jit refuses to compile it. "
-        "Make the change outside the jitted function, or return the new value."
-    )
 
 
 _current: contextvars.ContextVar[ValueGuards | None] = contextvars.ContextVar("thunder_symbolic_values", default=None)
@@ -793,6 +844,13 @@ def _library_module(module: types.ModuleType) -> bool:
     return isinstance(name, str) and name.partition(".")[0] in _LIBRARY_PACKAGES
 
 
+def checked(value: Any, record: ProvenanceRecord) -> AnyProxy:
+    """The proxy through which the prologue reads ``value`` (read through ``record``) to check it. Its names are its
+    own: an ``any`` proxy made while tracing shared its name with the one the epilogue made for a value it returns,
+    and the prologue checked the returned value instead (``GuardFailed`` on a first call)."""
+    return AnyProxy(value, prefix="checked", history=record)
+
+
 def check_namespace_read(namespace: Any, where: Callable[[], str]) -> None:
     """Have the prologue check the keys of ``namespace`` (a wrapped value: the ``__dict__`` the traced code read
     explicitly, through ``vars(obj)`` or ``obj.__dict__``). Internal attribute lookups read it too, by name: their
@@ -806,7 +864,7 @@ def check_namespace_read(namespace: Any, where: Callable[[], str]) -> None:
     history = namespace.provenance
     if history.inputs[0].ext_flag & EXT_FLAG_IS_MODULE:
         history = _read_as_callable(history)
-    read.check(AnyProxy(namespace.value, history=history), found)
+    read.check(checked(namespace.value, history), found)
 
 
 def _read_as_callable(record: ProvenanceRecord) -> ProvenanceRecord:
@@ -830,7 +888,7 @@ def check_member_names(module: Any, method: str, args: tuple, kwargs: dict, wher
         history = module.provenance
         if module.provenance.inst is PseudoInst.INPUT_FN:
             history = ProvenanceRecord(PseudoInst.INPUT_FN, inputs=[])  # (read as the module, not its ThunderModule)
-        read.check(AnyProxy(module.value, history=history), found)
+        read.check(checked(module.value, history), found)
 
 
 _MEMBER_DICTS = ("_parameters", "_buffers", "_modules")

@@ -1,9 +1,11 @@
 """Patches of ``thunder/core/codeutils.py``: printing a trace is not an observation of the program, and torch's
-named tuples and strings in containers print as Python that builds them."""
+named tuples, strings in containers and sizes print as Python that builds them."""
 
 from __future__ import annotations
 
 import functools
+
+import torch
 
 from thunder_symbolic._registry import patch
 from thunder_symbolic.guards import recorder as guard_recorder
@@ -73,3 +75,24 @@ def _print_containers(x, print_leaf) -> str:
         return f"[{items}]"
     tuple_source = f"({items},)" if len(x) == 1 else f"({items})"
     return f"torch.return_types.{type(x).__name__}({tuple_source})" if _is_structseq(x) else tuple_source
+
+
+@patch(
+    "thunder.core.codeutils:to_printable",
+    summary="a torch.Size prints as the tuple it is",
+    why=(
+        "thunder prints a torch.Size as an object of the trace's context named after its type, `_torch.Size_0`, "
+        "which is not a Python name: the generated code failed with NameError (\"name '_torch' is not defined\"). "
+        "0.2.6 meets one where a transform passes a tensor's shape (ConstantFolding's `full`) and a max_pool's "
+        "meta its kernel size; the patch set's traces keep more of them (sizes stay torch.Size to user code, and a "
+        "bound symbol in which nothing is swapped keeps its arguments)."
+    ),
+)
+def _to_printable(original):
+    @functools.wraps(original)
+    def to_printable(trace, x, *, import_ctx=None, object_ctx=None):
+        if type(x) is torch.Size:
+            x = tuple(x)
+        return original(trace, x, import_ctx=import_ctx, object_ctx=object_ctx)
+
+    return to_printable

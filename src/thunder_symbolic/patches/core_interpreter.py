@@ -28,7 +28,7 @@ from thunder.core.interpreter import (
 )
 from thunder.core.proxies import IntegerProxy, Proxy, TensorProxy
 
-from thunder_symbolic import numpy_numbers, sizes, subscripts
+from thunder_symbolic import numpy_numbers, side_effects, sizes, subscripts
 from thunder_symbolic._registry import patch
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards import values as value_guards
@@ -71,16 +71,64 @@ def _index_with_index_value(getitem):
 
 @patch(
     "thunder.core.interpreter:_default_provenance_tracking_lookaside_map",
-    summary="a list or tuple indexed by a symbolic int uses its __index__ value, as Python does (pinned)",
+    summary="a list or tuple indexed by a symbolic int uses its __index__ value, as Python does (pinned); a "
+    "list's insert, remove, clear and *= are traced",
     why=(
         "Under symbolic values int attributes of modules are IntegerProxies; transformers' caches index "
-        "`self.layers[layer_idx]`, which the interpreter rejected ('indices must be integers or slices')."
+        "`self.layers[layer_idx]`, which the interpreter rejected ('indices must be integers or slices'). And "
+        "0.2.6's interpreter raised NotImplementedError ('Sequence.insert, please file an issue') for these four "
+        "list methods, either cache."
     ),
     upstream="Lightning-AI/lightning-thunder#463",
 )
 def _provenance_lookaside_map(original):
     replaced = {seq.__getitem__: _index_with_index_value(original[seq.__getitem__]) for seq in (list, tuple)}
+    replaced |= {
+        list.insert: _list_insert,
+        list.remove: _list_remove,
+        list.clear: _list_clear,
+        list.__imul__: _list_imul,
+    }
     return {**original, **replaced}
+
+
+# A traced list's methods change the list and the wrappers of its items together (the interpreter keeps both).
+
+
+def _list_insert(lst: WrappedValue, index: WrappedValue, item: WrappedValue):
+    lst.track_items()
+    at = operator.index(unwrap(index))
+    lst.value.insert(at, item.value)
+    lst.item_wrappers.insert(at, item)
+    return wrap_const(None)
+
+
+def _list_clear(lst: WrappedValue):
+    lst.track_items()
+    lst.value.clear()
+    lst.item_wrappers.clear()
+    return wrap_const(None)
+
+
+def _list_imul(lst: WrappedValue, times: WrappedValue):
+    lst.track_items()
+    n = operator.index(unwrap(times))
+    lst.value *= n
+    lst.item_wrappers *= n
+    return lst
+
+
+def _list_remove(lst: WrappedValue, item: WrappedValue):
+    """``lst.remove(item)``: the first item that is ``item`` or equals it (the comparison traced) is removed."""
+    lst.track_items()
+    for at, candidate in enumerate(list(lst.item_wrappers)):
+        same = candidate.value is item.value or _interpret_call(operator.eq, candidate, item)
+        if same is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
+            return same
+        if same is True or isinstance(same, WrappedValue) and bool(unwrap(same)):
+            del lst.value[at], lst.item_wrappers[at]
+            return wrap_const(None)
+    return do_raise(ValueError("list.remove(x): x not in list"))
 
 
 def _is_pybind11_function_record(obj) -> bool:
@@ -283,8 +331,9 @@ def _wrap_args_from_list(original):
     summary="BINARY_SUBSCR of a tuple or list by an int, or of a dict by a str, calls the interpreter's lookaside "
     "directly instead of interpreting `obj.__getitem__(index)` (same wrapped value and provenance); a slice, "
     "sum or repetition of a size is marked a size (see thunder_symbolic.sizes); assigning or deleting a global "
-    "or a closure variable of a function reached through the inputs is refused with SideEffectError; an object's "
-    "`__dict__` or a module's `_modules` read in traced code has its keys checked; a numpy number meeting a "
+    "or a closure variable of a function reached through the inputs is replayed by the epilogue; an object's "
+    "`__dict__` or a module's `_modules` read in traced code has its keys checked; `del obj.name` of an object "
+    "the program was given is replayed by the epilogue; a numpy number meeting a "
     "proxy in a binary operator is its Python number",
     why="One interpreted frame per subscript such as `outputs[0]` (74 in the benchmark's prefill, besides those "
     "of global reads and `*args`). Eager's `x.shape[1:]` and `x.shape[:-1] + (n,)` are torch.Size; traced, they "
@@ -322,10 +371,11 @@ def _opcode_handlers(original):
 
     handlers = {"BINARY_SUBSCR": binary_subscr_handler, "BINARY_SLICE": binary_slice_handler}
     handlers["LOAD_ATTR"] = _checking_dict_reads(original["LOAD_ATTR"])
+    handlers["DELETE_ATTR"] = _delete_attr_handler
     for opname, target in (("GLOBAL", _globals_of), ("DEREF", _cell_of)):
         for verb in ("STORE", "DELETE"):
             name = f"{verb}_{opname}"
-            handlers[name] = _refusing_untracked_stores(original[name], target, verb)
+            handlers[name] = _recording_stores(original[name], target, verb)
     return {**original, **handlers, "BINARY_OP": binary_op_handler}
 
 
@@ -343,24 +393,46 @@ def _checking_dict_reads(handler):
     return load_attr_handler
 
 
-def _refusing_untracked_stores(handler, target, verb: str):
-    """``handler`` of STORE/DELETE_GLOBAL or _DEREF, refusing to change a global of, or a closure variable
-    captured by, a function reached through the inputs (see value_guards.store_refused): thunder makes the change
-    once, while tracing, and never replays it. Assigning the value already there changes nothing; globals of
-    library modules and cells made while tracing are the traced code's own."""
+def _delete_attr_handler(inst, /, stack, co, **kwargs):
+    """``del obj.name``, with ``obj`` wrapped (0.2.6 deleted it from the unwrapped object, natively, and the trace
+    kept reading the deleted value): recorded for the replay where ``obj`` existed before the call (see
+    thunder_symbolic.side_effects)."""
+    obj, name = stack.pop_wrapped(), co.co_names[inst.arg]
+    read, effects = value_guards.current(), side_effects.current()
+    if read is not None and effects is not None and not isinstance(obj.value, Proxy) and read.reaches(obj.provenance):
+        effects.store("attr", obj, obj.provenance, name, side_effects.DELETED)
+    result = _interpret_call(delattr, obj, wrap_const(name))
+    if result is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
+        return result
+    obj.attribute_wrappers.pop(name, None)
+    members = obj.attribute_wrappers.get("__dict__")
+    if members is not None and isinstance(members.item_wrappers, dict):
+        members.item_wrappers.pop(name, None)
+        members.key_wrappers.pop(name, None)
+    return None
 
-    def refusing_handler(inst, /, stack, co, frame, **kwargs):
-        read = value_guards.current()
+
+def _recording_stores(handler, target, verb: str):
+    """``handler`` of STORE/DELETE_GLOBAL or _DEREF, which changes a global of, or a closure variable captured by,
+    a function reached through the inputs natively: the change is recorded for the replay (put back when the trace
+    ends, made again by every call's epilogue: see thunder_symbolic.side_effects). Globals of library modules and
+    cells made while tracing are the traced code's own."""
+    kind = "globals" if target is _globals_of else "cell"
+
+    def recording_handler(inst, /, stack, co, frame, **kwargs):
+        read, effects = value_guards.current(), side_effects.current()
         namespace = target(inst, co, frame)
-        if read is not None and isinstance(namespace, WrappedValue) and read.reaches(namespace.provenance):
-            current, read_as = _held(namespace, inst.argval)
-            if verb == "DELETE" or not value_guards.same_state(current, unwrap(stack.getitem_wrapped(-1)), read_as):
-                kind = "global" if target is _globals_of else "nonlocal"
-                statement = f"`{kind} {inst.argval}` {'assigned' if verb == 'STORE' else 'deleted'}"
-                return do_raise(value_guards.store_refused(statement, guard_recorder.source_location()))
+        if (
+            read is not None
+            and effects is not None
+            and isinstance(namespace, WrappedValue)
+            and read.reaches(namespace.provenance)
+        ):
+            value = stack.getitem_wrapped(-1) if verb == "STORE" else side_effects.DELETED
+            effects.store(kind, namespace, namespace.provenance, inst.argval if kind == "globals" else None, value)
         return handler(inst, stack=stack, co=co, frame=frame, **kwargs)
 
-    return refusing_handler
+    return recording_handler
 
 
 def _globals_of(inst, co, frame):
@@ -370,19 +442,6 @@ def _globals_of(inst, co, frame):
 def _cell_of(inst, co, frame):
     cell = frame.localsplus[inst.arg]
     return cell if inst.argval in co.co_freevars else None  # (a cell variable of this frame is its own)
-
-
-def _held(namespace: WrappedValue, name: str) -> tuple:
-    """What a (wrapped) globals dict or cell holds (``value_guards.MISSING`` where nothing is assigned yet), and the
-    wrapper the trace read it through, if it did."""
-    if isinstance(namespace.value, dict):
-        items = namespace.item_wrappers if isinstance(namespace.item_wrappers, dict) else {}
-        return namespace.value.get(name, value_guards.MISSING), items.get(name)
-    try:
-        held = namespace.value.cell_contents
-    except ValueError:  # an empty cell
-        held = value_guards.MISSING
-    return held, namespace.attribute_wrappers.get("cell_contents")
 
 
 def _marking_a_size(from_a_size: bool, signal, stack):

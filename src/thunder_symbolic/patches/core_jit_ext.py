@@ -6,6 +6,7 @@ import builtins
 import contextvars
 import functools
 import operator
+import types
 from functools import partial
 from typing import Any
 
@@ -34,7 +35,7 @@ from thunder.core.proxies import AnyProxy, IntegerProxy, NumberProxy, Proxy, Ten
 from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 from torch.fx._lazy_graph_module import _LazyGraphModule
 
-from thunder_symbolic import module_calls, numpy_numbers, sizes, tensor_methods
+from thunder_symbolic import module_calls, numpy_numbers, side_effects, sizes, tensor_methods
 from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
 from thunder_symbolic.autograd_apply import BUILTIN_APPLY_KEY, builtin_apply_owner
@@ -52,11 +53,14 @@ UPSTREAM = "Lightning-AI/lightning-thunder#463"
 
 class _LookasideMap(dict):
     """thunder's general-jit lookaside table, extended by the functions marked :func:`thunder_symbolic.opaque.opaque`
-    and by torch's builtin ``Function.apply`` (torch >= 2.13; see :mod:`thunder_symbolic.autograd_apply`); a draw
+    and by torch's builtin ``Function.apply`` (torch >= 2.13; see :mod:`thunder_symbolic.autograd_apply`); logging,
+    ``warnings.warn`` and ``print`` are made by the epilogue on every call (see :mod:`thunder_symbolic.side_effects`); a draw
     from a Python random number generator, seeding a torch one and a clock's reading are refused (see
     :mod:`thunder_symbolic.guards.refusals`), a read of process state is checked (value_guards.reads_state)."""
 
     def get(self, fn, default=None):
+        if side_effects.deferred(fn):
+            return partial(side_effects.defer_call, fn)
         found = dict.get(self, fn, None)
         if found is None and is_opaque(fn):
             return interpreter_needs_wrap(fn)
@@ -184,10 +188,10 @@ def _lookaside_map(original):
         answering = _tensor_class_checked(_dtensor_aware_isinstance(original[isinstance]))
         lookasides[isinstance] = _python_isinstance(answering)
     if object.__setattr__ in original:
-        lookasides[object.__setattr__] = _refuse_untracked_setattr(_assigning(original[object.__setattr__]))
+        lookasides[object.__setattr__] = _assigning(original[object.__setattr__])
     if dict.__setitem__ in original:
         lookasides[dict.__setitem__] = _replaying_attribute_stores(original[dict.__setitem__])
-    lookasides[setattr] = _refuse_untracked_setattr(original[setattr])  # (STORE_ATTR: `cfg.seen = n`)
+    lookasides[setattr] = _recording_native_stores(original[setattr])  # (STORE_ATTR: `Cfg.scale = 2`)
     lookasides[_LazyGraphModule.real_recompile] = interpreter_needs_wrap(_LazyGraphModule.real_recompile)
     hop = torch.ops.higher_order.autograd_function_apply
     lookasides[hop] = _autograd_function_apply_without_ctx(original[hop])
@@ -252,12 +256,10 @@ def _autograd_function_apply_without_ctx(lookaside):
 
 @patch(
     "thunder.core.jit_ext:general_jit_lookaside",
-    summary="notes where traced code calls a mutating method (append, update, __setitem__...) of a container "
-    "read from the inputs or globals; a torch.device index is pinned; torch.topk, sort, max/min with a dim... "
+    summary="a torch.device index is pinned; torch.topk, sort, max/min with a dim... "
     "return torch's named tuples; var/std's `unbiased` is their `correction`; torch._grouped_mm takes `offs=`; "
     "thunder's operators take numpy numbers as Python numbers, numpy functions pinned values of symbolic numbers",
     why=(
-        "A trace that changes such a container is refused; the error names the statement that changed it. "
         "`torch.device('cuda', rank)` bakes the index into the trace, unguarded under symbolic values. thunder's "
         "operators return plain tuples: `torch.topk(x, 2).values` and `x.max(1).indices` failed (either cache), "
         "and take only `correction`: `x.var(1, unbiased=False)` failed. thunder's _grouped_mm names torch's `offs` "
@@ -271,9 +273,8 @@ def _general_jit_lookaside(original):
     adapters = _adapters_by_id()
 
     def general_jit_lookaside(fn, *args, **kwargs):
-        read = value_guards.current()
-        if read is not None and read.watched:
-            read.note_call(fn, args, guard_recorder.source_location)
+        if (effects := side_effects.current()) is not None:
+            effects.interpreting()
         if fn is torch.device:  # thunder bakes the index in (and pins it itself only under constant values)
             for arg in (*args, *kwargs.values()):
                 guard_recorder.python_value(unwrap(arg))
@@ -415,42 +416,32 @@ def _nbytes(tensor, itemsize):
     return tensor.numel() * itemsize
 
 
-def _refuse_untracked_setattr(lookaside):
-    """thunder's epilogue sets attributes of the submodules reached through the inputs, but not of the jitted
-    function or module itself, nor of any other object it was given: such a change would happen once, while
-    tracing (holding a proxy, for a value computed from the inputs). Refuse it, naming the statement; assigning
-    the value already there (``self.device = x.device``) changes nothing. A tensor assigned is left to thunder
-    (transformers' static cache assigns its tensors again on every call: `self.keys = self.keys.to(device)`)."""
+def _recording_native_stores(lookaside):
+    """``setattr`` of a class the program was given or reads (``Cfg.scale = 2``, ``cls.FOO = True`` in a
+    classmethod), or of an object whose type's ``__setattr__`` is C code (``types.SimpleNamespace``), is made
+    natively, as thunder makes it (reads after it see it), and recorded for the replay (see
+    :mod:`thunder_symbolic.side_effects`): put back when the trace ends, made again by every call's epilogue.
+    Other objects' attributes go to thunder's copy of their ``__dict__`` (``object.__setattr__``'s lookaside), from
+    which the replay takes them."""
 
     def setattr_lookaside(obj, name, value):
-        read = value_guards.current()
-        uobj = unwrap(obj)
+        effects, read = side_effects.current(), value_guards.current()
         if (
-            read is not None
-            and obj.provenance.inst is not PseudoInst.INPUT_FN
-            and not isinstance(uobj, (torch.nn.Module, Proxy))
-            and not isinstance(unwrap(value), TensorProxy)  # (thunder's own, as in transformers' caches: see README)
+            effects is not None
+            and read is not None
+            and not isinstance(obj.value, Proxy)
+            and _native_setattr(type(obj.value))
             and read.reaches(obj.provenance)
-            and not value_guards.same_state(
-                getattr(uobj, "__dict__", {}).get(unwrap(name), value_guards.MISSING),
-                unwrap(value),
-                obj.attribute_wrappers.get(unwrap(name)),
-            )
         ):
-            statement = f"`{read.path_of(obj.provenance)}.{unwrap(name)} = ...`"
-            return do_raise(value_guards.store_refused(statement, guard_recorder.source_location()))
-        if obj.provenance.inst is PseudoInst.INPUT_FN:
-            where = guard_recorder.source_location()
-            return do_raise(
-                value_guards.SideEffectError(
-                    f"`{type(unwrap(obj)).__name__}.{unwrap(name)} = ...` at {where} sets an attribute of the jitted "
-                    "object itself; the compiled program cannot repeat it on later calls (eager Python would). "
-                    "Keep such state outside the jitted call, or in a submodule, whose attributes thunder updates."
-                )
-            )
+            effects.store("attr", obj, obj.provenance, unwrap(name), value)
         return lookaside(obj, name, value)
 
     return setattr_lookaside
+
+
+def _native_setattr(cls: type) -> bool:
+    setter = getattr(cls, "__setattr__", None)
+    return isinstance(setter, types.WrapperDescriptorType) and setter is not object.__setattr__
 
 
 _assigned: contextvars.ContextVar[WrappedValue | None] = contextvars.ContextVar(
@@ -460,14 +451,21 @@ _assigned: contextvars.ContextVar[WrappedValue | None] = contextvars.ContextVar(
 
 def _assigning(lookaside):
     """thunder's lookaside of ``object.__setattr__``, which stores through ``obj.__dict__.__setitem__``: the object
-    being assigned to is published for :func:`_replaying_attribute_stores`."""
+    being assigned to is published for :func:`_replaying_attribute_stores` and noted for the replay. thunder also
+    gives the object's path a proxy, for its own epilogue store (which the replay replaces): left on the path, the
+    prologue took it for one it had unpacked when it unpacked a value read through that object (KeyError)."""
 
     def object_setattr(obj, name, value):
+        if (effects := side_effects.current()) is not None:
+            effects.assigning(obj, unwrap(name))
+        had_proxy = getattr(obj.provenance, "proxy", None) is not None
         token = _assigned.set(obj)
         try:
             return lookaside(obj, name, value)
         finally:
             _assigned.reset(token)
+            if not had_proxy and getattr(obj.provenance, "proxy", None) is not None:
+                obj.provenance.proxy = None
 
     return object_setattr
 
@@ -856,17 +854,24 @@ def _cached_property_get(prop, instance, owner=None):
     read = value_guards.current()
     if read is not None and isinstance(result, WrappedValue) and isinstance(result.value, Proxy):
         if (found := read.not_cached(namespace.provenance, name.value, guard_recorder.source_location)) is not None:
-            read.check(AnyProxy(namespace.value, history=namespace.provenance), found)
+            read.check(value_guards.checked(namespace.value, namespace.provenance), found)
     return result
 
 
 def _check_presence(obj, name, answer: bool) -> None:
-    read = value_guards.current()
-    if read is None or not isinstance(obj, WrappedValue):
+    """Have the prologue check that ``hasattr(obj, name)`` still answers ``answer``, unless the program itself
+    assigned or deleted the name before asking (the answer is then the program's, not the input's)."""
+    read, effects = value_guards.current(), side_effects.current()
+    if (
+        read is None
+        or not isinstance(obj, WrappedValue)
+        or effects is not None
+        and effects.wrote(obj.value, unwrap(name))
+    ):
         return
     found = read.presence(obj.value, obj.provenance, unwrap(name), answer, guard_recorder.source_location)
     if found is not None:
-        read.check(AnyProxy(obj.value, history=obj.provenance), found)
+        read.check(value_guards.checked(obj.value, obj.provenance), found)
 
 
 def _python_number_attribute(number: NumberProxy, name: Any) -> bool:
@@ -957,9 +962,10 @@ def _generate_lazy_graph_code(fn) -> None:
 
 @patch(
     "thunder.core.jit_ext:thunder_general_jit",
-    summary="traces under a guard recorder when the cache option is symbolic values, and under a recorder of "
-    "the Python values read (both cache options); refuses a trace that changed a container it read, or read "
-    "one natively that no check can prove unchanged (an iterator); lazy "
+    summary="traces under a guard recorder when the cache option is symbolic values, under a recorder of "
+    "the Python values read and of the side effects (both cache options); what tracing changed natively in "
+    "pre-existing state is put back when it ends (the epilogue replays it); refuses a trace that read a value "
+    "natively that no check can prove unchanged (an iterator); lazy "
     "graph modules (thunderfx on torch >= 2.12) generate their code before tracing",
     why=(
         "The recorder collects what the trace observed of symbolic numbers, to be re-checked by the prologue. "
@@ -972,17 +978,15 @@ def _thunder_general_jit(original):
     def thunder_general_jit(fn, args, kwargs, /, **options):
         name = getattr(fn, "__qualname__", type(fn).__name__)
         _generate_lazy_graph_code(fn)
-        with value_guards.recording_values(fn) as read:
+        with value_guards.recording_values(fn) as read, side_effects.recording():
             try:
                 if compile_data.using_symbolic_values():
                     with guard_recorder.recording():
                         result = original(fn, args, kwargs, **options)
                 else:
                     result = original(fn, args, kwargs, **options)
-            except Exception as e:
-                read.check_unchanged(name, cause=e)  # a side effect is the first thing to report
-                raise
-            read.check_unchanged(name)
+            finally:
+                read.restore_containers()  # (the replay makes their changes, on every call)
             read.check_checkable(name)
         return result
 
@@ -1013,8 +1017,8 @@ def _general_jit_callbacks(original):
                 value.provenance = as_attribute
             found = read.guard(uvalue, value.provenance, guard_recorder.source_location)
             if found is not None:
-                read.check(AnyProxy(uvalue, history=value.provenance), found)
-                if type(uvalue) in (tuple, list, dict) and value.original_value is value.nothing:
+                read.check(value_guards.checked(uvalue, value.provenance), found)
+                if type(uvalue) in (tuple, list, dict) and value.original_value is value.nothing and _keyed(uvalue):
                     # Builtins (sum, max, sorted, torch.tensor) receive the container itself: give them one of
                     # proxies, as thunder does for a symbol's arguments, or they compute with unchecked values.
                     value.track_items()
@@ -1022,10 +1026,17 @@ def _general_jit_callbacks(original):
                     for item in items:
                         guarding_wrap_callback(item)  # as if read: tensors and numbers become proxies
                     get_jit_ctx().proxify(value)
-                    read.watch_copy(uvalue, value.value)
+                    read.watch_copy(uvalue, value)
         return result
 
     return {**original, INTERPRETER_CALLBACKS.WRAP_CALLBACK: guarding_wrap_callback}
+
+
+def _keyed(container) -> bool:
+    """Whether the prologue can read each item of ``container`` by its key: a dict's keys must be ints or strs (the
+    only constants thunder's unpacking takes); an item read by another key (`d[h]`, a user object) keeps the path
+    of that key's own read."""
+    return type(container) is not dict or all(type(key) in (int, str) for key in container)
 
 
 @patch(
@@ -1122,7 +1133,41 @@ def _propagate_constraints(original):
     return propagate_constraints
 
 
-for _name in ("unpack_inputs", "process_recorded_modifications", "build_value_from_wrapped"):
+@patch(
+    "thunder.core.jit_ext:process_recorded_modifications",
+    summary="the epilogue replays every change the trace made to Python state that existed before the call "
+    "(thunder_symbolic.side_effects): attributes of any object (the jitted module itself, plain objects, "
+    "classes), lists, dicts and sets read from the inputs, globals and closure cells, new objects stored there, "
+    "logging and warnings; module buffers stay thunder's",
+    why=(
+        "0.2.6 applies stores to the attributes of submodules only (of values it can print), drops those to the "
+        "jitted module and to other objects, and leaves list and dict changes, globals and `nonlocal`s made once, "
+        "while tracing, with proxies in them: `self.step += 1`, `G.append(t)` or transformers' DynamicCache (its "
+        "layers list grows in `update`) were wrong on every later call. torch.compile replays them (Dynamo's "
+        "side_effects.py)."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _process_recorded_modifications(original):
+    def process_recorded_modifications(ctx, epilogue_trace):
+        member_stores = {}
+        for members in list(ctx._additional_outputs):
+            record = members.provenance
+            if record.inst is PseudoInst.LOAD_ATTR and len(record.inputs) == 2 and record.inputs[1].value == "__dict__":
+                stores = ctx._additional_outputs.pop(members)
+                member_stores[members] = [(unwrap(key), value) for _, _, key, value in stores]
+        original(ctx, epilogue_trace)
+        read, effects = value_guards.current(), side_effects.current()
+        if read is None or effects is None:
+            return
+        builder = side_effects.Builder(read, effects.known)
+        side_effects.collect(builder, effects, read.watched, member_stores)
+        side_effects.emit(builder, epilogue_trace)
+
+    return guard_recorder.unobserved(process_recorded_modifications)
+
+
+for _name in ("unpack_inputs", "build_value_from_wrapped"):
     patch(
         f"thunder.core.jit_ext:{_name}",
         summary=f"{_name} runs with guard recording paused",

@@ -1,5 +1,5 @@
 """Patches of ``thunder/core/transform_common.py``: the safety net for dims nothing produces, no DCE of what DCE
-just made, and DCE's cleaning of subsymbols in one walk."""
+just made, DCE's cleaning of subsymbols in one walk, and no loss of a kept bound symbol without outputs."""
 
 from __future__ import annotations
 
@@ -123,3 +123,32 @@ def _drop_noops(bsym) -> None:
             _drop_noops(sub)
             kept.append(sub)
     bsym.subsymbols = kept
+
+
+@patch(
+    "thunder.core.transform_common:remove_duplicate_number_proxies",
+    summary="DCE keeps a bound symbol without outputs that it decided to keep (a fused in-place update)",
+    why=(
+        "This step of DCE drops a bound symbol whose outputs are all number proxies seen before, which `all()` "
+        "holds of a bound symbol without outputs: a fusion that only updates a tensor in place (DONT_DCE, so kept "
+        "by DCE's own walk) was dropped here, and the update never happened (`y = x.view(3, 2); y[0][0] = 0; "
+        "return x` with the torch.compile executor, whose regions the patch set splits at alias updates)."
+    ),
+    upstream="Lightning-AI/lightning-thunder#2746",
+)
+def _remove_duplicate_number_proxies(original):
+    def remove_duplicate_number_proxies(bsyms):
+        if all(bsym.flat_outs for bsym in bsyms):
+            return original(bsyms)
+        # The others go through thunder's step; each one it keeps is a copy with the same symbol and arguments.
+        kept = iter(original([bsym for bsym in bsyms if bsym.flat_outs]))
+        result, pending = [], next(kept, None)
+        for bsym in bsyms:
+            if not bsym.flat_outs:
+                result.append(bsym)
+            elif pending is not None and pending.sym is bsym.sym and pending.args is bsym.args:
+                result.append(pending)
+                pending = next(kept, None)
+        return result
+
+    return remove_duplicate_number_proxies

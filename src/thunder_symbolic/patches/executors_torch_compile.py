@@ -138,3 +138,4 @@ def _fusion_pass(original):
         return original(self, trace)
 
     return fusion_pass
+

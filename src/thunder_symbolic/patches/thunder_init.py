@@ -17,12 +17,15 @@ from thunder_symbolic.guards import backward_watch
     summary=(
         "watches each cached program's prologue (for recompile_reasons()) and spends its recompile budget; "
         "takes the options dynamic_shapes, recompile_limit and on_recompile_limit (thunder_symbolic.controls); "
+        "a call that names no cache option takes THUNDER_SYMBOLIC_DEFAULT_CACHE's, when set; "
         "under symbolic values, cache hits take a shorter call path that runs the same checks"
     ),
     why=(
         "0.2.6 only counts cache misses: the failed guard and its source line were lost, and a function that "
         "recompiles at every call says nothing. Users cannot declare a dim static or its range. And its "
-        "per-call wrappers cost more than the prologue's checks, where decode loops pay them every step."
+        "per-call wrappers cost more than the prologue's checks, where decode loops pay them every step. A "
+        "default cache option set once for a process lets code that never names one (thunderfx, thunder.compile, "
+        "thunder's own tests) run under symbolic values."
     ),
     upstream="Lightning-AI/lightning-thunder#463",
 )
@@ -30,6 +33,8 @@ def _jit(original):
     def jit(fn, /, *args, dynamic_shapes=None, recompile_limit=None, on_recompile_limit=None, **kwargs):
         declared = controls.dynamic_shapes_from_options(fn, dynamic_shapes)
         budget = controls.budget_from_options(recompile_limit, on_recompile_limit)
+        if kwargs.get("cache") is None and (default := controls.default_cache_option()) is not None:
+            kwargs["cache"] = default
         jfn = original(fn, *args, **kwargs)
         cd, cs = jfn._lc_cd, jfn._lc_cs
         cd.thunder_symbolic_dynamic_shapes = declared
