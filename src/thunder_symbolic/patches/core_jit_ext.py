@@ -31,7 +31,7 @@ from thunder.core.interpreter import (
 from thunder.core.jit_ext import EXT_FLAG_IS_MODULE_MEMBER_DICT, get_jit_ctx
 from thunder.core.symbol import Symbol
 from thunder.core.utils import is_hashable
-from thunder.core.proxies import AnyProxy, IntegerProxy, NumberProxy, Proxy, TensorProxy, variableify
+from thunder.core.proxies import IntegerProxy, NumberProxy, Proxy, TensorProxy, variableify
 from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 from torch.fx._lazy_graph_module import _LazyGraphModule
 
