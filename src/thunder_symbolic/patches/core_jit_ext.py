@@ -35,7 +35,7 @@ from thunder.core.proxies import IntegerProxy, NumberProxy, Proxy, TensorProxy, 
 from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 from torch.fx._lazy_graph_module import _LazyGraphModule
 
-from thunder_symbolic import module_calls, numpy_numbers, side_effects, sizes, tensor_methods
+from thunder_symbolic import hf_masks, module_calls, numpy_numbers, side_effects, sizes, tensor_methods
 from thunder_symbolic._cache_option import constant_values
 from thunder_symbolic._registry import patch
 from thunder_symbolic.autograd_apply import BUILTIN_APPLY_KEY, builtin_apply_owner
@@ -54,13 +54,16 @@ UPSTREAM = "Lightning-AI/lightning-thunder#463"
 class _LookasideMap(dict):
     """thunder's general-jit lookaside table, extended by the functions marked :func:`thunder_symbolic.opaque.opaque`
     and by torch's builtin ``Function.apply`` (torch >= 2.13; see :mod:`thunder_symbolic.autograd_apply`); logging,
-    ``warnings.warn`` and ``print`` are made by the epilogue on every call (see :mod:`thunder_symbolic.side_effects`); a draw
+    ``warnings.warn`` and ``print`` are made by the epilogue on every call (see :mod:`thunder_symbolic.side_effects`);
+    transformers' masks are traced without vmap (:mod:`thunder_symbolic.hf_masks`); a draw
     from a Python random number generator, seeding a torch one and a clock's reading are refused (see
     :mod:`thunder_symbolic.guards.refusals`), a read of process state is checked (value_guards.reads_state)."""
 
     def get(self, fn, default=None):
         if side_effects.deferred(fn):
             return partial(side_effects.defer_call, fn)
+        if (instead := hf_masks.lookaside(fn)) is not None:
+            return partial(_interpret_instead, instead)
         found = dict.get(self, fn, None)
         if found is None and is_opaque(fn):
             return interpreter_needs_wrap(fn)
@@ -71,6 +74,10 @@ class _LookasideMap(dict):
         if found is None and value_guards.reads_state(fn):
             return partial(_checked_state_read, fn)
         return default if found is None else found
+
+
+def _interpret_instead(replacement, *args, **kwargs):
+    return _interpret_call(wrap_const(replacement), *args, **kwargs)
 
 
 def _refuse(refused, *args, **kwargs):
