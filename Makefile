@@ -6,7 +6,7 @@ VENV := $(if $(TORCH),.venv-torch-$(TORCH_SERIES),.venv)
 PY := $(VENV)/bin/python
 export TORCH
 
-.PHONY: venv test bench fuzz demo status gpu
+.PHONY: venv test upstream-test bench fuzz demo status gpu
 
 venv:
 	./scripts/venv.sh
@@ -15,6 +15,13 @@ venv:
 # DTensor programs' torchrun) runs once; conftest.py hands out the longest modules first.
 test: venv
 	$(PY) -m pytest --numprocesses auto --dist loadscope --no-loadscope-reorder
+
+# lightning-thunder's own test suite with the patch set off, on, and on with symbolic values as the default cache
+# option, compared test by test (scripts/upstream_tests.toml lists what is expected). SUBSET=ci: the part CI runs.
+SUBSET ?= all
+MODES ?= off,on,symbolic
+upstream-test: venv
+	$(PY) scripts/upstream_tests.py --subset $(SUBSET) --modes $(MODES)
 
 # The main job: tensor-parallel inference on CPU over 2 ranks, constant vs symbolic values.
 bench: venv

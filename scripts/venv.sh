@@ -57,7 +57,7 @@ if [ ! -f "$venv/.complete" ]; then
   mkdir -p "$cache"
   "$python_bin" -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --upgrade pip
-  "$venv/bin/python" -m pip install --quiet -e ".[test,bench]" -r "$lane"
+  "$venv/bin/python" -m pip install --quiet -e ".[test,bench,upstream-test]" -r "$lane"
   touch "$venv/.complete"
 else
   "$venv/bin/python" -m pip install --quiet --no-deps -e .
