@@ -57,6 +57,9 @@ def _unfold_grad(a, dim, size, step):
     summed. thunder 0.2.6 has no gradient for the primitive."""
     result = prims.unfold(a, dim, size, step)
     g = get_grad(result)
+    if a.ndim == 0:  # (the result holds the one element `size` times: 0 or 1)
+        put_grad(a, ltorch.sum(g))
+        return result
     dim = utils.canonicalize_dim(a.ndim, dim)
     windows = result.shape[dim]
     spread = windows + (windows - 1) * (step - 1)  # (from the first window's start to the last's)
@@ -66,7 +69,7 @@ def _unfold_grad(a, dim, size, step):
         padding[dim] = (offset, a.shape[dim] - offset - spread, step - 1)
         part = zero_padded(ltorch.select(g, -1, offset), tuple(padding))
         grad = part if grad is None else grad + part
-    put_grad(a, grad)
+    put_grad(a, ltorch.zeros_like(a) if grad is None else grad)  # (windows of size 0 read nothing)
     return result
 
 

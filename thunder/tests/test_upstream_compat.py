@@ -171,3 +171,18 @@ def test_the_prologue_checks_tensors_with_thunders_operator():
         if bsym.sym.id == check_tensor_shape_and_metadata.id
     ]
     assert len(checks) == 1  # the input's; the parameters' went
+
+
+def test_code_in_thunders_tests_folder_is_user_code():
+    """Under symbolic values an int argument is a symbolic number, which `isinstance(n, int)` in user code answers
+    as an int; the patch set took any code under thunder's folder for thunder's own helpers, thunder's tests
+    included, and answered False there: the program took the other branch, a wrong result (thunder's
+    test_integer_isinstance_mimicry with symbolic values as the default cache option)."""
+    import os
+
+    import thunder.tests
+
+    namespace = {}
+    source = "def f(a, t):\n    return t + a if isinstance(a, int) else t * 2\n"
+    exec(compile(source, os.path.join(os.path.dirname(thunder.tests.__file__), "a_user_program.py"), "exec"), namespace)
+    check_against_eager(namespace["f"], [(2, torch.ones(2)), (3, torch.ones(2))], cache="symbolic values")

@@ -91,7 +91,7 @@ def _print_containers(x, print_leaf) -> str:
 def _to_printable(original):
     @functools.wraps(original)
     def to_printable(trace, x, *, import_ctx=None, object_ctx=None):
-        if type(x) is torch.Size:
+        if type(x) is torch.Size and trace is not None:  # (without a trace thunder returns it as it is)
             x = tuple(x)
         return original(trace, x, import_ctx=import_ctx, object_ctx=object_ctx)
 

@@ -371,7 +371,7 @@ def _opcode_handlers(original):
 
     handlers = {"BINARY_SUBSCR": binary_subscr_handler, "BINARY_SLICE": binary_slice_handler}
     handlers["LOAD_ATTR"] = _checking_dict_reads(original["LOAD_ATTR"])
-    handlers["DELETE_ATTR"] = _delete_attr_handler
+    handlers["DELETE_ATTR"] = _deleting_attributes(original["DELETE_ATTR"])
     for opname, target in (("GLOBAL", _globals_of), ("DEREF", _cell_of)):
         for verb in ("STORE", "DELETE"):
             name = f"{verb}_{opname}"
@@ -393,23 +393,29 @@ def _checking_dict_reads(handler):
     return load_attr_handler
 
 
-def _delete_attr_handler(inst, /, stack, co, **kwargs):
-    """``del obj.name``, with ``obj`` wrapped (0.2.6 deleted it from the unwrapped object, natively, and the trace
-    kept reading the deleted value): recorded for the replay where ``obj`` existed before the call (see
-    thunder_symbolic.side_effects)."""
-    obj, name = stack.pop_wrapped(), co.co_names[inst.arg]
-    read, effects = value_guards.current(), side_effects.current()
-    if read is not None and effects is not None and not isinstance(obj.value, Proxy) and read.reaches(obj.provenance):
-        effects.store("attr", obj, obj.provenance, name, side_effects.DELETED)
-    result = _interpret_call(delattr, obj, wrap_const(name))
-    if result is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
-        return result
-    obj.attribute_wrappers.pop(name, None)
-    members = obj.attribute_wrappers.get("__dict__")
-    if members is not None and isinstance(members.item_wrappers, dict):
-        members.item_wrappers.pop(name, None)
-        members.key_wrappers.pop(name, None)
-    return None
+def _deleting_attributes(handler):
+    """``handler`` of DELETE_ATTR under thunder.jit: ``del obj.name`` with ``obj`` wrapped (0.2.6 deleted it from the
+    unwrapped object, natively, and the trace kept reading the deleted value), recorded for the replay where ``obj``
+    existed before the call (see thunder_symbolic.side_effects)."""
+
+    def delete_attr_handler(inst, /, stack, co, **kwargs):
+        read, effects = value_guards.current(), side_effects.current()
+        if read is None or effects is None:  # (the interpreter alone: nothing is wrapped)
+            return handler(inst, stack=stack, co=co, **kwargs)
+        obj, name = stack.pop_wrapped(), co.co_names[inst.arg]
+        if not isinstance(obj.value, Proxy) and read.reaches(obj.provenance):
+            effects.store("attr", obj, obj.provenance, name, side_effects.DELETED)
+        result = _interpret_call(delattr, obj, wrap_const(name))
+        if result is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
+            return result
+        obj.attribute_wrappers.pop(name, None)
+        members = obj.attribute_wrappers.get("__dict__")
+        if members is not None and isinstance(members.item_wrappers, dict):
+            members.item_wrappers.pop(name, None)
+            members.key_wrappers.pop(name, None)
+        return None
+
+    return delete_attr_handler
 
 
 def _recording_stores(handler, target, verb: str):

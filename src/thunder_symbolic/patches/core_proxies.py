@@ -154,6 +154,49 @@ def _hash(original):
 
 
 @patch(
+    "thunder.core.proxies:TensorProxy.type_string",
+    summary="a tensor's type in a trace's comments shows its symbolic dims as the sizes traced (`cpu f32[2, 3]`)",
+    why=(
+        "Under symbolic values each dim printed as its proxy's description (`cpu f32[[IntegerProxy name=i0, value=2, "
+        "static=CONSTRAINT.CONSTRAINABLE], ...]`): unreadable traces, and thunder's own tests of printing failed with "
+        "symbolic values as the default cache option. The comment shows the trace's example sizes; the prologue's "
+        "checks say what they may be."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _type_string(original):
+    @functools.wraps(original)
+    def type_string(self):
+        if not any(isinstance(d, NumberProxy) for d in self._shape):
+            return original(self)
+        sizes = [d.value if isinstance(d, NumberProxy) and d.value is not None else d for d in self._shape]
+        return f"{self.device.device_str()} {self.dtype.shortname()}{sizes}"
+
+    return type_string
+
+
+@patch(
+    "thunder.core.proxies:NumberProxy.__format__",
+    summary="format() and f-strings of a number give its digits, pinning its value (as str() of one in user code)",
+    why=(
+        "thunder's error messages format the sizes they compare: under symbolic values they read `but got "
+        "[IntegerProxy name=i2, value=3, static=CONSTRAINT.CONSTRAINABLE]` where eager's read `but got 3` (thunder's "
+        "unflatten and einsum errors, with symbolic values as the default cache option). A value read so is pinned: "
+        "code that formats a number to compute something is checked like any other read."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _format(original):
+    @opaque
+    def __format__(self, spec):
+        if self.value is None:
+            return original(self, spec)
+        return format(guard_recorder.python_value(self), spec)
+
+    return __format__
+
+
+@patch(
     "thunder.core.proxies:NumberProxy.__divmod__",
     summary="divmod(a, b) of numbers is (a // b, a % b), each symbolic",
     why="0.2.6 resolves no method for divmod: `divmod(x.shape[0], n)` failed with 'NoneType' object is not callable.",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import types
+from typing import Any
 
 import torch
 from thunder.core import prims, utils
@@ -149,6 +150,8 @@ def _unflatten_meta(original):
         if len(holes) != 1 or not isinstance(a, TensorProxy) or a.ndim == 0 or isinstance(known, int) and known == 0:
             return original(a, dim, sizes)  # its result, or its error
         length = a.shape[utils.canonicalize_dim(a.ndim, dim)]
+        if length % known != 0:
+            return original(a, dim, sizes)  # (its error: the sizes do not divide the dim)
         return original(a, dim, sizes[: holes[0]] + (length // known,) + sizes[holes[0] + 1 :])
 
     return unflatten
@@ -269,7 +272,27 @@ def _opt_einsum(original):
 
 
 def _contract_path(contract_path, subscripts, *operands, **kwargs):
-    """opt_einsum's ``contract_path``; for one or two operands, of stand-in shapes of their ranks."""
+    """opt_einsum's ``contract_path``; for one or two operands, of stand-in shapes of their ranks, after the check
+    opt_einsum makes of the sizes a label has in both (equal, or one of them 1)."""
     if len(operands) > 2 or kwargs.get("shapes") or not all(isinstance(op, TensorProxy) for op in operands):
         return contract_path(subscripts, *operands, **kwargs)
+    _check_label_sizes(subscripts, operands)
     return contract_path(subscripts, *((2,) * op.ndim for op in operands), shapes=True, **kwargs)
+
+
+def _check_label_sizes(subscripts: str, operands) -> None:
+    """The ValueError opt_einsum raises where a label's sizes in two operands neither match nor broadcast (what it
+    reads of the sizes besides costs); the sizes are compared as thunder compares sizes (guarded)."""
+    terms = subscripts.replace(" ", "").partition("->")[0].split(",")
+    if "." in subscripts or len(terms) != len(operands):
+        return  # (thunder's einsum checks ellipses and the operand count itself)
+    sizes: dict[str, Any] = {}
+    for index, (term, operand) in enumerate(zip(terms, operands)):
+        for label, size in zip(term, operand.shape):
+            seen = sizes.setdefault(label, size)
+            if seen == 1:
+                sizes[label] = size
+            elif size != 1 and size != seen:
+                raise ValueError(
+                    f"Size of label '{label}' for operand {index} ({seen}) does not match previous terms ({size})."
+                )
