@@ -18,6 +18,8 @@ and the values the computation produced:
 * a list gets the appended items (``extend``) or, when earlier items moved or went, its whole new contents, the
   items it kept taken from it by their old index; a dict its changed and deleted keys; a set its added and
   removed items;
+* an object the program made and returns (transformers' ``DynamicCache`` with ``use_cache=True``) is made anew
+  the same way (:func:`made_anew`);
 * logging calls, ``warnings.warn`` and ``print`` (:func:`deferred`) are made with that call's values: a logger
   reads the clock and its level then, a warning goes through the warnings filters then (from the line that
   called ``warn`` in the traced code), ``warning_once`` helpers keep their own once.
@@ -70,7 +72,9 @@ __all__ = [
     "current",
     "defer_call",
     "deferred",
+    "made_anew",
     "recording",
+    "returnable",
 ]
 
 
@@ -308,15 +312,15 @@ class Replay:
         exec(compile(source, "<thunder_symbolic replay>", "exec"), namespace)  # noqa: S102
         self.fn = namespace["replay"]
 
-    def __call__(self, *inputs: Any) -> None:
-        self.fn(*inputs)
+    def __call__(self, *inputs: Any) -> Any:
+        return self.fn(*inputs)
 
     def __repr__(self) -> str:
         return f"<replay of side effects:\n{self.source}>"
 
 
-def _replay(replay: Replay, *inputs: Any) -> None:
-    replay(*inputs)
+def _replay(replay: Replay, *inputs: Any) -> Any:
+    return replay(*inputs)
 
 
 def _print_replay(bsym, out_printables, arg_printables, kwarg_printables) -> list[str]:
@@ -334,6 +338,12 @@ replay_side_effects = pythonex.register_operator(
     python_printer=_print_replay,
 )
 pythonex.register_implementation(replay_side_effects, replay_side_effects, checker=lambda *args: True)
+
+# make_object(replay, *inputs) -> the object: an object the program made and returns, made anew on every call.
+make_object = pythonex.register_operator(
+    "make_object", meta=lambda replay, *inputs: None, fn=_replay, python_printer=_print_replay
+)
+pythonex.register_implementation(make_object, make_object, checker=lambda *args: True)
 
 
 class Builder:
@@ -473,8 +483,12 @@ class Builder:
         else:
             self.body.append(f"{self.constant(fn)}({', '.join(arguments)})")
 
-    def replay(self) -> Replay | None:
+    def replay(self, returning: str | None = None) -> Replay | None:
+        """The function making what was added to this builder (and returning ``returning``, an expression), or None
+        when there is nothing to make."""
         lines = self.build + self.before + self.fill + self.body
+        if returning is not None:
+            lines.append(f"return {returning}")
         if not lines:
             return None
         signature = ", ".join(f"i{i}" for i in range(len(self.inputs)))
@@ -559,6 +573,28 @@ def collect(builder: Builder, effects: SideEffects, watched: list, member_stores
             builder.set_items(target, {None: store.values[None]}, kind="cell")
         else:
             builder.set_items(target, store.values, kind=store.kind)
+
+
+def returnable(value: Any, record: ProvenanceRecord) -> bool:
+    """Whether ``value`` (read through ``record``), which the program returns, is an object it made whose state is
+    its ``__dict__``: thunder's epilogue cannot return it ("unhandled value"), and returning the object made while
+    tracing would return it, holding proxies, on every call."""
+    import dataclasses
+
+    from thunder.core.jit_ext import should_register_for_prologue
+
+    return _rebuildable(value) and not dataclasses.is_dataclass(value) and not should_register_for_prologue(record)
+
+
+def made_anew(wrapped: WrappedValue, read: Any, effects: SideEffects) -> AnyProxy:
+    """The proxy of ``wrapped``'s object as the epilogue makes it on every call (bound in the current trace)."""
+    from thunder.core.trace import get_tracectx
+
+    builder = Builder(read, effects.known)
+    made = builder.replay(returning=builder.value(wrapped.value, wrapped))
+    output = AnyProxy(wrapped.value, prefix="made")
+    get_tracectx().bound_symbols.append(make_object.bind(made, *builder.inputs, output=output))
+    return output
 
 
 def emit(builder: Builder, epilogue_trace) -> None:

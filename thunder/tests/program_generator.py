@@ -10,7 +10,10 @@ default argument of a global function ``H``, an attribute of a config module ``C
 environment variable, a global object ``O`` of one of two classes (``isinstance``, a class attribute read
 through ``type(O)`` and changed), a global ``nn.ModuleList`` ``L`` of 1 to 3 layers with a parameter each
 (appended to and cut between calls: iterated, reversed, indexed from the end, counted), a ``ContextVar`` ``V``, a
-numpy number ``N`` and a module ``S`` whose buffer is None or a tensor. It applies a list of
+numpy number ``N`` and a module ``S`` whose buffer is None or a tensor. Some statements have side effects on
+state that existed before the call, compared with eager's after every call (:func:`state_of`): a global list
+``W`` grown and reordered, a global dict ``D``, attributes of ``M`` and of the class ``Counter``, new ``Box``
+objects kept in ``B``, records of a logger ``LOG``. It applies a list of
 statements to ``y`` (always 2-D) and returns tensors, sizes and ints; some statements make Python look at a
 symbolic number (list indices, f-string keys, str, a fallback op, a max of an int and a float,
 isinstance/type) or at a size built from a shape (a torch.Size: its type, numel) or a tensor's dtype and
@@ -32,6 +35,7 @@ import collections
 import contextvars
 import dataclasses
 import enum
+import logging
 import math
 import os
 import types
@@ -75,6 +79,37 @@ class Shift(torch.nn.Module):
 
     def forward(self, t):
         return t if self.shift is None else t + self.shift
+
+
+class Box:
+    """An object a program makes and keeps in a global list (``B``): the replay builds it anew on every call."""
+
+    def __init__(self, rows, t):
+        self.rows, self.t = rows, t
+
+
+def _logger(namespace) -> logging.Logger:
+    """A logger of its own per namespace, whose records (the message as formatted) go to ``namespace['RECORDS']``."""
+    records = namespace["RECORDS"] = []
+    logger = logging.getLogger(f"thunder_symbolic.fuzz.{id(namespace)}")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())
+    logger.handlers[:] = [handler]
+    return logger
+
+
+def state_of(namespace) -> dict:
+    """The state a program's side effects change (compared with eager's after every call)."""
+    return {
+        "W": list(namespace["W"]),
+        "D": dict(namespace["D"]),
+        "M": {k: v for k, v in vars(namespace["M"]).items() if k in ("last", "seen", "total")},
+        "calls": namespace["Counter"].calls,
+        "B": [(box.rows, box.t) for box in namespace["B"]],
+        "records": list(namespace["RECORDS"]),
+    }
 
 
 class Scale(torch.autograd.Function):
@@ -199,6 +234,15 @@ STRAIGHT = [
     # numpy numbers given to operators, and a numpy function of a float argument.
     "y = y * N + N * y.mean(0) + torch.full(y.shape[1:], N)",
     "y = y * float(np.sqrt(abs(s))) if math.isfinite(s) else y",
+    # Side effects on state that existed before the call (compared with eager's after every call): a list grown
+    # and reordered, a dict changed, attributes of an object and of a class, a new object kept, a log record.
+    "W.append(y.sum(0)); W.insert(0, k); W.append(y.shape[0])",
+    "W.reverse() if len(W) > 1 else W.append('x'); W.extend([1.5, 'y']); y = y + len(W)",
+    "D['rows'] = y.shape[0]; D['mean'] = y.mean(); D.pop('old', None)",
+    "M.last = y.shape[1]; M.seen = 'yes'; M.total = y.sum()",
+    "Counter.calls = Counter.calls + 1; y = y * Counter.calls",
+    "B.append(Box(y.shape[0], y * 2))",
+    "LOG.info('rows %d, k %d', y.shape[0], k)",
 ]
 # (statement, what it reads of a symbolic number's value): Python looks at the number (text, an index, a
 # fallback op's fake run, the type of a mixed max), so the value read is pinned and belongs to the path.
@@ -244,6 +288,8 @@ class Program:
         namespace = {"torch": torch, "math": math, "os": os, "np": numpy, "Color": Color, "Scale": Scale, "Wide": Wide}
         namespace.update(G=[1.0], M=types.SimpleNamespace(scale=None), C=types.ModuleType("run_config"))
         namespace.update(L=torch.nn.ModuleList([Step()]), V=contextvars.ContextVar("factor", default=1.0), S=Shift())
+        counter = type("Counter", (), {"calls": 0})  # (a class of its own: its attribute is the program's state)
+        namespace.update(W=[], D={}, B=[], Box=Box, Counter=counter, LOG=_logger(namespace))
         exec("def H(t, d=None):\n    return t if d is None else t * d\n", namespace)
         exec(_CATCHING, namespace)
         exec(self.source(instrumented=instrumented), namespace)
@@ -343,6 +389,14 @@ class Extras:
 
     def set_state(self, namespace) -> None:
         namespace["G"][:] = self.g
+        namespace["W"][:] = [0.5]
+        namespace["D"].clear()
+        namespace["D"]["old"] = 1
+        namespace["B"].clear()
+        namespace["RECORDS"].clear()
+        namespace["Counter"].calls = 0
+        for name in ("last", "seen", "total"):
+            vars(namespace["M"]).pop(name, None)
         namespace["M"].scale = self.scale
         if self.gain is None:
             vars(namespace["M"]).pop("gain", None)

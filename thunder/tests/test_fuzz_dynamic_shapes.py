@@ -20,7 +20,7 @@ import pytest
 import thunder
 import torch
 from hypothesis import HealthCheck, example, given, note, settings
-from program_generator import SIZE_CLASSES, Extras, Program, argument_sets, programs, reset_state
+from program_generator import SIZE_CLASSES, Extras, Program, argument_sets, programs, reset_state, state_of
 
 from thunder_symbolic.testing import assert_same
 
@@ -251,6 +251,7 @@ def _check_program(program: Program, arguments, *, grad: bool):
             stats["thunder_errors"] += 1
             continue
         assert_same(actual, expected, path=where, equal_nan=True, **tolerances)
+        assert_same(state_of(namespace), state_of(traced_namespace), path=f"{where} state", equal_nan=True)
         classes.add((tuple(path), size_class(rows, cols, k), extras.python_class()))
         shapes.add((rows, cols, k, extras))
     compiles = thunder.cache_misses(jfn)

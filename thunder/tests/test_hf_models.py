@@ -70,3 +70,21 @@ def test_forward_across_lengths_and_batches(cache):
         # batch 1 and batch 2: broadcasting the padding mask's batch index decides on a size of 1 (as torch.compile
         # specializes sizes 0 and 1); the third call reuses the first program
         assert thunder.cache_misses(jitted) == 2
+
+
+@CACHES
+def test_the_cache_a_forward_makes_is_returned(cache):
+    """With transformers' default use_cache=True and no cache given, the model makes a DynamicCache and returns
+    it: 0.2.6 failed ("unhandled value of type DynamicCache"); the epilogue makes it anew on every call."""
+    model = tiny_llama()
+    jitted = thunder.jit(model, cache=cache)
+    with torch.no_grad():
+        for length in (5, 7):
+            ids = torch.randint(0, 128, (1, length))
+            expected, actual = model(input_ids=ids), jitted(input_ids=ids)
+            torch.testing.assert_close(actual.logits, expected.logits)
+            assert type(actual.past_key_values) is DynamicCache
+            assert len(actual.past_key_values.layers) == len(expected.past_key_values.layers)
+            for mine, theirs in zip(actual.past_key_values.layers, expected.past_key_values.layers):
+                torch.testing.assert_close(mine.keys, theirs.keys)
+                torch.testing.assert_close(mine.values, theirs.values)

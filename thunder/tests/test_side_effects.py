@@ -325,6 +325,21 @@ def test_a_cache_grows_across_calls(cache):
         assert thunder.cache_misses(jf) == 2  # prefill, then every decode step
 
 
+@CACHES
+def test_an_object_the_program_makes_and_returns_is_made_on_every_call(cache):
+    """0.2.6 failed ("unhandled value of type Layer")."""
+
+    def f(t):
+        layer = Layer()
+        layer.update(t * 2)
+        layer.rows = t.shape[0]
+        return layer
+
+    check_against_eager(f, [(x(3),), (x(5),)], cache=cache)
+    jf = thunder.jit(f, cache=cache)
+    assert jf(x()) is not jf(x())
+
+
 # --- Logging, warnings, print ---------------------------------------------------------------------------------------
 
 logger = transformers_logging.get_logger("thunder_symbolic.tests.side_effects")

@@ -434,14 +434,21 @@ def _recording_native_stores(lookaside):
     def setattr_lookaside(obj, name, value):
         effects, read = side_effects.current(), value_guards.current()
         if (
-            effects is not None
-            and read is not None
-            and not isinstance(obj.value, Proxy)
-            and _native_setattr(type(obj.value))
-            and read.reaches(obj.provenance)
+            effects is None
+            or read is None
+            or isinstance(obj.value, Proxy)
+            or not _native_setattr(type(obj.value))
+            or not read.reaches(obj.provenance)
         ):
-            effects.store("attr", obj, obj.provenance, unwrap(name), value)
-        return lookaside(obj, name, value)
+            return lookaside(obj, name, value)
+        uname = unwrap(name)
+        effects.store("attr", obj, obj.provenance, uname, value)
+        try:  # (made here: thunder's own call of the C setattr took a tensor value for an operator to trace)
+            setattr(obj.value, uname, value.value)
+        except Exception as e:
+            return do_raise(e)
+        obj.attribute_wrappers[uname] = value
+        return wrap_const(None)
 
     return setattr_lookaside
 
@@ -1174,14 +1181,39 @@ def _process_recorded_modifications(original):
     return guard_recorder.unobserved(process_recorded_modifications)
 
 
-for _name in ("unpack_inputs", "build_value_from_wrapped"):
-    patch(
-        f"thunder.core.jit_ext:{_name}",
-        summary=f"{_name} runs with guard recording paused",
-        why=(
-            "It runs after the user's program was traced (building the prologue, the epilogue's outputs); "
-            "what it does with the proxies (hashing them, say) is not an observation of that program."
-        ),
-        upstream=UPSTREAM,
-    )(guard_recorder.unobserved)
-del _name
+@patch(
+    "thunder.core.jit_ext:build_value_from_wrapped",
+    summary="an object the program made and returns (a class defined in Python, not a dataclass) is made anew by the "
+    "epilogue on every call, with the call's values (thunder_symbolic.side_effects.made_anew); runs with guard "
+    "recording paused",
+    why=(
+        '0.2.6 cannot return such an object ("unhandled value of type DynamicCache": any transformers model called '
+        "with its default use_cache=True). It runs after the user's program was traced: what it does with the "
+        "proxies is not an observation of that program."
+    ),
+    upstream=UPSTREAM,
+)
+def _build_value_from_wrapped(original):
+    def build_value_from_wrapped(wrapped):
+        read, effects = value_guards.current(), side_effects.current()
+        if (
+            read is not None
+            and effects is not None
+            and not hasattr(wrapped, "anyproxy")
+            and side_effects.returnable(wrapped.value, wrapped.provenance)
+        ):
+            return side_effects.made_anew(wrapped, read, effects)
+        return original(wrapped)
+
+    return guard_recorder.unobserved(build_value_from_wrapped)
+
+
+patch(
+    "thunder.core.jit_ext:unpack_inputs",
+    summary="unpack_inputs runs with guard recording paused",
+    why=(
+        "It runs after the user's program was traced (building the prologue); what it does with the proxies "
+        "(hashing them, say) is not an observation of that program."
+    ),
+    upstream=UPSTREAM,
+)(guard_recorder.unobserved)
