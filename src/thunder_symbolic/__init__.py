@@ -8,11 +8,11 @@ plain ``import thunder`` applies it too, through ``thunder_symbolic.pth``. :func
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 import warnings
 
 from thunder_symbolic import _registry
+from thunder_symbolic._environment import switch
 from thunder_symbolic._compat import SUPPORTED_RANGE, unsupported_reason
 
 __all__ = [
@@ -73,8 +73,13 @@ _refused: str | None = None
 
 
 def enabled_by_environment() -> bool:
-    """False when ``THUNDER_SYMBOLIC`` is set to 0/false/no/off."""
-    return os.environ.get("THUNDER_SYMBOLIC", "1").strip().lower() not in ("0", "false", "no", "off")
+    """False when ``THUNDER_SYMBOLIC`` is set to 0/false/no/off. A value that is no switch is taken as on, with a
+    warning: the start-up hook runs in every process of the environment, where an exception would stop it."""
+    try:
+        return switch("THUNDER_SYMBOLIC")
+    except ValueError as e:
+        warnings.warn(f"{e}; the patch set applies", ThunderSymbolicWarning, stacklevel=2)
+        return True
 
 
 def _thunder_version() -> str:

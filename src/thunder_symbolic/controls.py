@@ -84,6 +84,8 @@ class Dim:
                 raise ValueError(f"Dim: {bound} must be an int >= 0 or None, got {value!r}")
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError(f"Dim: min ({self.min}) is larger than max ({self.max})")
+        if not isinstance(self.strict, bool):
+            raise TypeError(f"Dim: strict must be a bool, got {self.strict!r}")
 
     def __str__(self) -> str:
         return f"[{0 if self.min is None else self.min}, {'inf' if self.max is None else self.max}]"
@@ -108,7 +110,9 @@ STATIC = _Static()  # a dim the program is specialized for: pinned by a guard
 def _check_dim(t: Any, dim: Any, caller: str) -> int:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{caller} expects a tensor, got {type(t).__name__}")
-    if not isinstance(dim, int) or isinstance(dim, bool) or not -t.ndim <= dim < max(t.ndim, 1):
+    if t.ndim == 0:
+        raise ValueError(f"{caller}: a 0-d tensor has no dims to mark, got dim {dim!r}")
+    if not isinstance(dim, int) or isinstance(dim, bool) or not -t.ndim <= dim < t.ndim:
         raise ValueError(
             f"{caller}: dim must be an int in [{-t.ndim}, {t.ndim - 1}] for a {t.ndim}-d tensor, got {dim!r}"
         )
@@ -126,7 +130,8 @@ def mark_static(t: torch.Tensor, *dims: int) -> torch.Tensor:
 
 def mark_dynamic(t: torch.Tensor, dim: int, *, min: int | None = None, max: int | None = None, strict: bool = False):
     """Declare ``t``'s ``dim`` dynamic within ``[min, max]`` (either may be None)."""
-    t.__dict__.setdefault(_MARKS, {})[_check_dim(t, dim, "mark_dynamic")] = Dim(min, max, strict)
+    dim, declared = _check_dim(t, dim, "mark_dynamic"), Dim(min, max, strict)
+    t.__dict__.setdefault(_MARKS, {})[dim] = declared
     return t
 
 

@@ -43,6 +43,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from thunder_symbolic._environment import switch
+
 __all__ = ["RING", "SharedSums", "connections", "enabled", "for_group"]
 
 # Entries of the ring: a sum reuses the entry of the sum started RING before it.
@@ -67,7 +69,7 @@ _fence = threading.Lock()
 
 
 def enabled() -> bool:
-    return os.environ.get("THUNDER_SYMBOLIC_SHARED_SUMS", "1") != "0" and platform.machine() in ("x86_64", "AMD64")
+    return switch("THUNDER_SYMBOLIC_SHARED_SUMS") and platform.machine() in ("x86_64", "AMD64")
 
 
 def for_group(group, slot_bytes: int) -> SharedSums | None:

@@ -33,6 +33,8 @@ from typing import Any
 
 import torch
 
+from thunder_symbolic._environment import switch
+
 __all__ = ["is_known", "remember", "stable_key", "use"]
 
 _HEX = frozenset("0123456789abcdef")
@@ -185,7 +187,7 @@ _FILES = "thunderfx-verdicts*.txt"  # (before one file per set of versions: thun
 
 
 def _open() -> _Store | None:
-    if os.environ.get("THUNDER_SYMBOLIC_VERDICT_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
+    if not switch("THUNDER_SYMBOLIC_VERDICT_CACHE"):
         return None  # (read as THUNDER_SYMBOLIC is)
     try:
         where = _folder()

@@ -82,6 +82,9 @@ def test_a_call_outside_a_strict_range_raises_naming_the_argument_dim_range_and_
         (lambda: Dim(min=-1), ValueError, "min"),
         (lambda: thunder_symbolic.mark_dynamic(torch.ones(2, 2), 2), ValueError, "dim"),
         (lambda: thunder_symbolic.mark_static([1, 2], 0), TypeError, "tensor"),
+        (lambda: thunder_symbolic.mark_dynamic([1, 2], 0), TypeError, "mark_dynamic expects a tensor"),
+        (lambda: thunder_symbolic.mark_dynamic(torch.tensor(1.0), 0), ValueError, "0-d tensor"),
+        (lambda: thunder_symbolic.mark_dynamic(torch.ones(2), 0, strict="no"), TypeError, "strict must be a bool"),
         (lambda: thunder.jit(add, dynamic_shapes={"z": {0: Dim()}}), ValueError, "'z'"),
         (lambda: thunder.jit(add, dynamic_shapes={"x": {0: (2, 8)}}), TypeError, "Dim"),
         (lambda: thunder.jit(add, recompile_limit=0), ValueError, "recompile_limit"),
@@ -91,6 +94,41 @@ def test_a_call_outside_a_strict_range_raises_naming_the_argument_dim_range_and_
 def test_bad_declarations_are_refused_clearly(make, error, match):
     with pytest.raises(error, match=match):
         make()
+
+
+def test_the_default_cache_option_from_the_environment(monkeypatch):
+    """A jit call that names no cache option takes THUNDER_SYMBOLIC_DEFAULT_CACHE's: one program across sizes."""
+    monkeypatch.setenv("THUNDER_SYMBOLIC_DEFAULT_CACHE", "symbolic values")
+    jf = thunder.jit(lambda x: x * 2)
+    for rows in (2, 3, 5):
+        torch.testing.assert_close(jf(t := torch.randn(rows, 2)), t * 2)
+    assert thunder.cache_misses(jf) == 1
+    assert thunder.compile_data(jf).cache_option is thunder.CACHE_OPTIONS.SYMBOLIC_VALUES
+    named = thunder.jit(lambda x: x * 2, cache="constant values")  # a call that names one keeps it
+    assert thunder.compile_data(named).cache_option is thunder.CACHE_OPTIONS.CONSTANT_VALUES
+    monkeypatch.setenv("THUNDER_SYMBOLIC_DEFAULT_CACHE", "sometimes")
+    with pytest.raises(ValueError, match="THUNDER_SYMBOLIC_DEFAULT_CACHE must be one of"):
+        thunder.jit(add)
+
+
+@pytest.mark.parametrize("value, on", [("0", False), ("false", False), ("No", False), ("off", False), ("1", True),
+                                       ("yes", True), ("", True)])  # fmt: skip
+def test_boolean_switches_read_one_way(monkeypatch, tmp_path, value, on):
+    from thunder_symbolic import shared_sums, verdict_cache
+
+    monkeypatch.setenv("THUNDER_SYMBOLIC_SHARED_SUMS", value)
+    monkeypatch.setenv("THUNDER_SYMBOLIC_VERDICT_CACHE", value)
+    monkeypatch.setenv("THUNDER_SYMBOLIC_CACHE_DIR", str(tmp_path))
+    assert shared_sums.enabled() is (on and shared_sums.platform.machine() in ("x86_64", "AMD64"))
+    assert (verdict_cache._open() is not None) is on
+
+
+def test_a_switch_that_is_no_switch_is_an_error(monkeypatch):
+    from thunder_symbolic._environment import switch
+
+    monkeypatch.setenv("THUNDER_SYMBOLIC_SHARED_SUMS", "maybe")
+    with pytest.raises(ValueError, match="THUNDER_SYMBOLIC_SHARED_SUMS must be one of"):
+        switch("THUNDER_SYMBOLIC_SHARED_SUMS")
 
 
 # --- The recompile budget ----------------------------------------------------------------------------------
