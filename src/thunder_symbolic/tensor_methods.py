@@ -127,5 +127,6 @@ _METHODS = {
     **_CASTS,
     "unfold": torch_composites.unfold,
     "tile": torch_composites.tile,
+    "diff": torch_composites.diff,
     "broadcast_to": ltorch.expand,  # (thunder maps the function, not the method: AttributeError)
 }

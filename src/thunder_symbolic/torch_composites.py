@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 import thunder.torch as ltorch
 from thunder import clang
-from thunder.core import prims, utils
+from thunder.core import dtypes, prims, utils
 from thunder.core.prims import get_grad, put_grad
 
 from thunder_symbolic.grad_rules import grad_rule, zero_padded
@@ -20,8 +20,7 @@ def eye(n, m=None, *, out=None, dtype=None, layout=torch.strided, device=None, r
     """``torch.eye``: ones where the row index equals the column index."""
     if out is not None or layout is not torch.strided or requires_grad or pin_memory:
         raise NotImplementedError(
-            "torch.eye under thunder.jit takes n, m, dtype and device, not out=, layout=, requires_grad= or "
-            "pin_memory="
+            "torch.eye under thunder.jit takes n, m, dtype and device, not out=, layout=, requires_grad= or pin_memory="
         )
     m = n if m is None else m
     utils.check(n >= 0, lambda: f"n must be greater or equal to 0, got {getattr(n, 'value', n)}")
@@ -73,4 +72,30 @@ def _unfold_grad(a, dim, size, step):
     return result
 
 
-COMPOSITES = {torch.eye: eye, torch.Tensor.unfold: unfold, torch.tile: tile, torch.Tensor.tile: tile}
+def diff(a, n=1, dim=-1, prepend=None, append=None):
+    """``torch.diff``: each element minus the one before it along ``dim`` (``!=`` of bools), ``n`` times, after
+    ``prepend`` and ``append`` are put at the ends. A torch fallback in thunder: a compile per shape under symbolic
+    values (transformers' detection of packed sequences calls it on every forward without a cache)."""
+    utils.check(a.ndim > 0, lambda: "diff expects input to be at least one-dimensional", RuntimeError)
+    dim = utils.canonicalize_dim(a.ndim, dim)
+    parts = [t for t in (prepend, a, append) if t is not None]
+    if len(parts) > 1:
+        a = ltorch.cat(parts, dim)
+    for _ in range(n):
+        length = a.shape[dim]
+        if length == 0:  # (an empty dim stays empty; torch.compile specializes sizes 0 and 1 too)
+            break
+        later, earlier = ltorch.narrow(a, dim, 1, length - 1), ltorch.narrow(a, dim, 0, length - 1)
+        boolean = dtypes.is_boolean_dtype(dtypes.to_dtype(a.dtype))  # (a torch dtype where traced code reads it)
+        a = ltorch.ne(later, earlier) if boolean else ltorch.sub(later, earlier)
+    return a
+
+
+COMPOSITES = {
+    torch.eye: eye,
+    torch.Tensor.unfold: unfold,
+    torch.tile: tile,
+    torch.Tensor.tile: tile,
+    torch.diff: diff,
+    torch.Tensor.diff: diff,
+}

@@ -88,3 +88,17 @@ def test_the_cache_a_forward_makes_is_returned(cache):
             for mine, theirs in zip(actual.past_key_values.layers, expected.past_key_values.layers):
                 torch.testing.assert_close(mine.keys, theirs.keys)
                 torch.testing.assert_close(mine.values, theirs.values)
+
+
+def test_a_forward_without_mask_or_cache_compiles_per_batch_class():
+    """Without a mask or a cache, transformers looks for packed sequences with torch.diff, a torch fallback in thunder
+    that pinned the length (a compile per length); it is traced with symbolic sizes. Batch 1 and batch 2 stay two
+    programs (the position ids' batch of 1 is broadcast, as torch.compile specializes a size of 1)."""
+    model = tiny_llama()
+    jitted = thunder.jit(model, cache="symbolic values")
+    with torch.no_grad():
+        for batch, length in ((2, 5), (2, 8), (1, 6), (1, 9)):
+            ids = torch.randint(0, 128, (batch, length))
+            expected = model(input_ids=ids, use_cache=False).logits
+            torch.testing.assert_close(jitted(input_ids=ids, use_cache=False).logits, expected)
+    assert thunder.cache_misses(jitted) == 2
