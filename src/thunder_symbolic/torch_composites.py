@@ -10,6 +10,7 @@ import thunder.torch as ltorch
 from thunder import clang
 from thunder.core import dtypes, prims, utils
 from thunder.core.prims import get_grad, put_grad
+from thunder.core.proxies import TensorProxy
 
 from thunder_symbolic.grad_rules import grad_rule, zero_padded
 
@@ -91,7 +92,45 @@ def diff(a, n=1, dim=-1, prepend=None, append=None):
     return a
 
 
+def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
+    """``torch.addmm``: ``beta * input + alpha * mat1 @ mat2``. A torch fallback in thunder, which ran torch's kernel
+    on fake tensors of the traced sizes: under symbolic values a compile per row count (GPT-2's ``Conv1D``, every
+    projection of the model, recompiled at every sequence length)."""
+    if out is not None:
+        raise NotImplementedError("torch.addmm under thunder.jit takes no out=")
+    product = ltorch.matmul(mat1, mat2)
+    if alpha != 1:
+        product = ltorch.mul(product, alpha)
+    if beta == 0:  # (torch ignores input then, NaNs included)
+        return product
+    input = ltorch.expand(input, product.shape)  # (torch's input must expand to the product, not broadcast with it)
+    return ltorch.add(input if beta == 1 else ltorch.mul(input, beta), product)
+
+
+def _elementwise_when_binary(torch_fn, elementwise, reduction):
+    """``torch.min``/``torch.max``: of two tensors, ``torch.minimum``/``maximum``; of one, ``amin``/``amax`` of all of
+    it; over a dim, thunder's torch fallback. The fallback ran torch's kernel on fake tensors of the traced sizes:
+    under symbolic values a compile per shape (T5's relative position buckets, `torch.min(a, torch.full_like(a,
+    c))`, per length)."""
+
+    def min_or_max(input, *args, **kwargs):
+        if not args and not kwargs and isinstance(input, TensorProxy):
+            return reduction(input, tuple(range(input.ndim)))
+        other = (
+            args[0] if len(args) == 1 and not kwargs else kwargs.get("other") if not args and len(kwargs) == 1 else None
+        )
+        if isinstance(other, TensorProxy) and isinstance(input, TensorProxy):
+            return elementwise(input, other)
+        return ltorch._torch_to_thunder_function_map[torch_fn](input, *args, **kwargs)
+
+    return min_or_max
+
+
 COMPOSITES = {
+    torch.min: _elementwise_when_binary(torch.min, ltorch.minimum, ltorch.amin),
+    torch.max: _elementwise_when_binary(torch.max, ltorch.maximum, ltorch.amax),
+    torch.addmm: addmm,
+    torch.Tensor.addmm: addmm,
     torch.eye: eye,
     torch.Tensor.unfold: unfold,
     torch.tile: tile,

@@ -113,6 +113,12 @@ EXPRESSIONS = {
     "diagonal": lambda x, k: torch.diagonal(x),
     "diag_embed": lambda x, k: torch.diag_embed(x),
     "kron": lambda x, k: torch.kron(x, x),
+    "min and max of two, of all": lambda x, k: (
+        torch.min(x, x * 2) + torch.max(x, other=-x) + torch.max(x) if x.numel() else torch.min(x, x * 2)
+    ),
+    "addmm": lambda x, k: (
+        torch.addmm(x[:, :1], x, x.T[:, :1]) + torch.addmm(x[:, :1], x, x.T[:, :1], beta=0.5, alpha=2)
+    ),
     "diff": lambda x, k: torch.diff(x, dim=-1, prepend=x[:, :1]) + (x > 0).diff(dim=-1, append=x[:, :1] > 0),
     "pad by k": lambda x, k: F.pad(x, (0, k)),
     "pad both dims": lambda x, k: F.pad(x, (1, 1, k, 0)),
@@ -146,7 +152,13 @@ EXPRESSIONS = {
     "numel": lambda x, k: x.numel() * torch.ones(1),
     # (a size returned from the program is a tuple, not a torch.Size, under either cache)
     "dim and size": lambda x, k: (
-        str(x.size()), x.dim(), tuple(x.size()), x.size(-1), len(x), x.nelement(), str(x.shape)
+        str(x.size()),
+        x.dim(),
+        tuple(x.size()),
+        x.size(-1),
+        len(x),
+        x.nelement(),
+        str(x.shape),
     ),
     "dtype reads": lambda x, k: (x.dtype, x.is_floating_point(), x.element_size()),
     "is_contiguous": lambda x, k: x.is_contiguous(),

@@ -1152,7 +1152,7 @@ def _propagate_constraints(original):
     summary="the epilogue replays every change the trace made to Python state that existed before the call "
     "(thunder_symbolic.side_effects): attributes of any object (the jitted module itself, plain objects, "
     "classes), lists, dicts and sets read from the inputs, globals and closure cells, new objects stored there, "
-    "logging and warnings; module buffers stay thunder's",
+    "logging and warnings; module buffers stay thunder's; a module the program makes keeps its own buffers",
     why=(
         "0.2.6 applies stores to the attributes of submodules only (of values it can print), drops those to the "
         "jitted module and to other objects, and leaves list and dict changes, globals and `nonlocal`s made once, "
@@ -1164,14 +1164,20 @@ def _propagate_constraints(original):
 )
 def _process_recorded_modifications(original):
     def process_recorded_modifications(ctx, epilogue_trace):
+        read, effects = value_guards.current(), side_effects.current()
         member_stores = {}
         for members in list(ctx._additional_outputs):
             record = members.provenance
-            if record.inst is PseudoInst.LOAD_ATTR and len(record.inputs) == 2 and record.inputs[1].value == "__dict__":
+            if record.inst is not PseudoInst.LOAD_ATTR or len(record.inputs) != 2:
+                continue
+            if record.inputs[1].value == "__dict__":
                 stores = ctx._additional_outputs.pop(members)
                 member_stores[members] = [(unwrap(key), value) for _, _, key, value in stores]
+            elif read is not None and not read.existed(record.inputs[0]):
+                # A module the program made (`loss = nn.CrossEntropyLoss()` registers its buffers): its own state,
+                # which thunder failed on (AssertionError: it looked for the module among the jitted one's).
+                del ctx._additional_outputs[members]
         original(ctx, epilogue_trace)
-        read, effects = value_guards.current(), side_effects.current()
         if read is None or effects is None:
             return
         builder = side_effects.Builder(read, effects.known)
