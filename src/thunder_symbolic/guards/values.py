@@ -440,7 +440,7 @@ def _run(checks: Checks, *values: Any) -> None:
 
 def _print_checks(bsym, out_printables, arg_printables, kwarg_printables) -> list[str]:
     """The call, after each condition it checks as a comment."""
-    lines = [f"# {condition}  ({where})" for condition, where in bsym.args[0].conditions()]
+    lines = [" ".join(f"# {condition}  ({where})".split()) for condition, where in bsym.args[0].conditions()]
     return [*lines, default_python_printer(bsym, out_printables, arg_printables, kwarg_printables)]
 
 

@@ -13,7 +13,10 @@ later is not in the dicts: the ThunderModule reads it from the module.
 
 from __future__ import annotations
 
+import functools
 import operator
+import sys
+import types
 
 from thunder_symbolic._registry import patch
 
@@ -63,8 +66,14 @@ def _refresh(thunder_module) -> None:
 
 @patch(
     "thunder.core.module:ThunderModule.__init__",
-    summary="remembers what its parameter, buffer and submodule dicts were filled from",
-    why="To tell a parameter the user replaced on the wrapped module from one a transform overrode.",
+    summary="remembers what its parameter, buffer and submodule dicts were filled from; the ThunderModule of a "
+    "transformers model takes the model's forward signature (`inspect.signature(jm.forward)`)",
+    why=(
+        "To tell a parameter the user replaced on the wrapped module from one a transform overrode. And "
+        "transformers' generate passes `logits_to_keep=1` only to a forward whose signature names it: bound to the "
+        "ThunderModule (see its __getattr__), it read thunder's `forward(*args, **kwargs)` and passed None, which "
+        "Phi-3's model takes as an index (logits of another rank: generation failed)."
+    ),
     upstream="Lightning-AI/lightning-thunder#396",
 )
 def _init(original):
@@ -72,6 +81,9 @@ def _init(original):
         original(self, model, compiled_model_call)
         self.__dict__[_SEEN] = _current(self)
         self.__dict__[_MEMBERS] = _members(model)
+        if _generation_method(getattr(type(model), "generate", None)):
+            # (an instance attribute, which the module's call runs: it calls the ThunderModule's own forward)
+            self.__dict__["forward"] = functools.wraps(model.forward)(functools.partial(type(self).forward, self))
 
     return __init__
 
@@ -94,3 +106,35 @@ def _forward(original):
         return original(self, *args, **kwargs)
 
     return forward
+
+
+def _generation_method(function) -> bool:
+    """Whether ``function`` is one of transformers' generation methods (``generate``, ``_sample``...), as
+    ``GenerationMixin`` defines it (a model's override may call ``super()``, which needs the model itself)."""
+    generation = sys.modules.get("transformers.generation.utils")
+    mixin = getattr(generation, "GenerationMixin", None)
+    return mixin is not None and vars(mixin).get(getattr(function, "__name__", None)) is function
+
+
+@patch(
+    "thunder.core.module:ThunderModule.__getattr__",
+    summary="a transformers model's generation methods (generate, _sample...) read from its ThunderModule are bound to "
+    "the ThunderModule, so that the steps they run call the compiled forward",
+    why=(
+        "ThunderModule forwards an attribute it lacks to the wrapped model, bound to the model: "
+        "`thunder.jit(model).generate(ids)` decoded with the eager model, every step. thunder's hf-transformers recipe "
+        "rebinds `generate` and `_sample` itself; under thunder.jit nothing did."
+    ),
+)
+def _thunder_module_getattr(original):
+    def __getattr__(self, name: str):
+        value = original(self, name)
+        if (
+            isinstance(value, types.MethodType)
+            and value.__self__ is self._modules.get("_model")
+            and _generation_method(value.__func__)
+        ):
+            return types.MethodType(value.__func__, self)
+        return value
+
+    return __getattr__
