@@ -9,7 +9,8 @@ values'``: every ``thunder.jit`` that names no cache option runs under symbolic 
 one that fails there and passes in the other a *fix*.
 
 ``upstream_tests.toml`` (beside this script) is the committed record: the subset CI runs, upstream's own failures on
-this machine's kind (the ``off`` run), and each deliberate difference with its reason. The run fails (exit status 1)
+this machine's kind (the ``off`` run), and each deliberate difference with its reason (a test id, or a pattern
+of ids where ``*`` stands for any characters, for a test's parametrizations). The run fails (exit status 1)
 on a regression that is not a listed difference, and on a listed difference that no longer occurs (the list must
 stay true). Junit XML and a JSON summary go to ``--output`` (default ``results/upstream``).
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -105,6 +107,15 @@ def run_mode(mode: str, folder: Path, selection: dict, output: Path, workers: st
     return results
 
 
+def _matches(test: str, pattern: str) -> bool:
+    """Whether ``pattern`` (a test id, where ``*`` stands for any characters) names ``test``."""
+    return re.fullmatch(".*".join(map(re.escape, pattern.split("*"))), test) is not None
+
+
+def _listed(tests, pattern: str) -> bool:
+    return any(_matches(t, pattern) for t in tests)
+
+
 def compare(off: dict[str, str], other: dict[str, str]) -> tuple[list[str], list[str]]:
     """(regressions: tests that fail in ``other`` and not with the patch set off, a strict xfail that passes or a
     test only ``other`` collects included; fixes: tests that fail off and pass in ``other``)."""
@@ -133,17 +144,19 @@ def main() -> int:
     if args.subset != "all" and args.subset not in subsets:
         parser.error(f"--subset: 'all' or one of {', '.join(subsets)}, got {args.subset!r}")
     selection = subsets.get(args.subset, {})
+    args.output = args.output.resolve()  # (pytest runs in a folder of its own)
     args.output.mkdir(parents=True, exist_ok=True)
     folder = tests_folder()
     print(f"lightning-thunder's tests: {folder} (subset {args.subset})")
 
     results = {mode: run_mode(mode, folder, selection, args.output, args.workers, args.timeout) for mode in modes}
-    differences = {(d["mode"], d["test"]): d["reason"] for d in expectations.get("difference", [])}
+    differences = [(d["mode"], d["test"]) for d in expectations.get("difference", [])]
     summary, failed = {}, False
     for mode in modes[1:]:
         regressions, fixes = compare(results["off"], results[mode])
-        unexpected = [t for t in regressions if (mode, t) not in differences]
-        stale = [t for (m, t) in differences if m == mode and t in results[mode] and t not in regressions]
+        patterns = [test for m, test in differences if m == mode]
+        unexpected = [t for t in regressions if not any(_matches(t, p) for p in patterns)]
+        stale = [p for p in patterns if _listed(results[mode], p) and not _listed(regressions, p)]
         summary[mode] = {"regressions": regressions, "fixes": fixes, "unexpected": unexpected, "stale": stale}
         print(
             f"\n{mode} against off: {len(regressions)} regressions ({len(unexpected)} not listed), {len(fixes)} fixes"
