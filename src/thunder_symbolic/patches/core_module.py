@@ -17,6 +17,7 @@ import functools
 import operator
 import sys
 import types
+import weakref
 
 from thunder_symbolic._registry import patch
 
@@ -83,7 +84,7 @@ def _init(original):
         self.__dict__[_MEMBERS] = _members(model)
         if _generation_method(getattr(type(model), "generate", None)):
             # (an instance attribute, which the module's call runs: it calls the ThunderModule's own forward)
-            self.__dict__["forward"] = functools.wraps(model.forward)(functools.partial(type(self).forward, self))
+            self.__dict__["forward"] = functools.wraps(model.forward)(_OwnForward(self))
 
     return __init__
 
@@ -108,12 +109,25 @@ def _forward(original):
     return forward
 
 
+class _OwnForward:
+    """A ThunderModule's own forward, called through a weak reference to it: kept on the instance, a bound method
+    would make a reference cycle, and the module would outlive its last reference until a garbage collection."""
+
+    def __init__(self, module):
+        self._module = weakref.ref(module)
+
+    def __call__(self, *args, **kwargs):
+        module = self._module()
+        return type(module).forward(module, *args, **kwargs)
+
+
 def _generation_method(function) -> bool:
     """Whether ``function`` is one of transformers' generation methods (``generate``, ``_sample``...), as
     ``GenerationMixin`` defines it (a model's override may call ``super()``, which needs the model itself)."""
     generation = sys.modules.get("transformers.generation.utils")
     mixin = getattr(generation, "GenerationMixin", None)
-    return mixin is not None and vars(mixin).get(getattr(function, "__name__", None)) is function
+    name = getattr(function, "__name__", None)
+    return mixin is not None and name is not None and vars(mixin).get(name) is function
 
 
 @patch(

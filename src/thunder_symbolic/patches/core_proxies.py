@@ -418,7 +418,9 @@ def _numel_comparers() -> frozenset:
         "it), so `a.numel == 0` was always False and `fill_value.numel != 1` always True: softmax over an "
         "empty dim took the amax path and failed, full() refused a 0-d tensor as its fill value, and the "
         "checks of argmax, take and index_add passed without looking. Code that calls it (`a.numel()`) "
-        "still gets the function."
+        "still gets a function. Either counts from `shape`: 0.2.6 multiplies the sizes the proxy was made with, "
+        "which the operator computing the count does not name (nanoGPT's nll_loss under symbolic values failed "
+        "thunder's own trace checker)."
     ),
     upstream="Lightning-AI/lightning-thunder#463",
 )
@@ -426,8 +428,19 @@ def _getattr(original):
     @functools.wraps(original)
     def __getattr__(self, attr: str, /):
         value = original(self, attr)
-        if attr == "numel" and callable(value) and sys._getframe(1).f_code in _numel_comparers():
-            return value()
+        if attr == "numel" and callable(value) and not isinstance(self._numel, int):  # (the sizes are symbolic)
+            if sys._getframe(1).f_code in _numel_comparers():
+                return _element_count(self)
+            return lambda: _element_count(self)  # (not a partial: the jit runs a partial natively)
         return value
 
     return __getattr__
+
+
+def _element_count(t: TensorProxy):
+    """The product of ``t.shape``, which under symbolic values records where the sizes come from (thunder's
+    deferred count multiplies them without: its products used numbers that no enclosing operator names)."""
+    count = 1
+    for size in t.shape:
+        count = count * size
+    return count

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Sequence
 
+from thunder.clang import full
 from thunder.core import dtypes, prims
+from thunder.core.compile_data import using_symbolic_values
 from thunder.core.prims import PrimIDs, get_grad, put_grad
-from thunder.core.proxies import TensorProxy
-from thunder.core.transforms import put_grads, sum_to
+from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
+from thunder.core.pytree import tree_map
+from thunder.core.transforms import augmented_forward_pass, backward_pass, put_grads, sum_to, vjp
 
-from thunder_symbolic import gradient_choice
+from thunder_symbolic import gradient_choice, number_ops
 from thunder_symbolic._registry import patch
 from thunder_symbolic.complex_grads import RealOnlyRules
 from thunder_symbolic.fallback_grads import FallbackGradsFlattened
@@ -273,3 +277,104 @@ def _get_gradfn_and_executor(original):
             return original(*args, **kwargs)
 
     return get_gradfn_and_executor
+
+
+class _OnesOfResult:
+    """The cotangents of ``value_and_grad``: ones shaped like the result, made once the forward is traced.
+
+    A size that is also an input's is read from that input: read from the result, it would keep the forward in a
+    program that only returns gradients (thunder's grad), for its shape alone."""
+
+    @staticmethod
+    def of(result, primals):
+        owners = {d.name: p for p in primals if isinstance(p, TensorProxy) for d in p._shape if isinstance(d, Proxy)}
+
+        def shape_of(x: TensorProxy):
+            sizes = [d for d in x._shape if isinstance(d, Proxy)]
+            if not all(d.name in owners for d in sizes):
+                return x.shape
+            for owner in {id(owners[d.name]): owners[d.name] for d in sizes}.values():
+                owner.shape  # noqa: B018 (under symbolic values the read records where the sizes come from)
+            return x._shape
+
+        def one(x):
+            if isinstance(x, TensorProxy):
+                return full(shape_of(x), 1, device=x.device, dtype=x.dtype)
+            return type(x.value)(1) if isinstance(x, NumberProxy) else None
+
+        return tree_map(one, result)
+
+
+@patch(
+    "thunder.core.transforms:vjp_call",
+    summary="takes the cotangents 'ones shaped like the result' (value_and_grad's), made after the forward",
+    why="See value_and_grad: the ones are made from the forward's result as recorded in the trace being built.",
+)
+def _vjp_call(original):
+    @functools.wraps(original)
+    def vjp_call(primals, cotangents, trace, **kwargs):
+        if cotangents is not _OnesOfResult:
+            return original(primals, cotangents, trace, **kwargs)
+        primals = primals if isinstance(primals, Sequence) else (primals,)
+        result, env = augmented_forward_pass(*primals, trace=trace, **kwargs)
+        return result, backward_pass(env, trace, _OnesOfResult.of(result, primals))
+
+    return vjp_call
+
+
+@patch(
+    "thunder.core.transforms:value_and_grad",
+    summary="under symbolic values the cotangent ones are shaped like the result the gradient's forward records",
+    why=(
+        "0.2.6 shapes them like the output of a separate trace of the function: under symbolic values reading "
+        "that output's sizes records `prims.shape` of a tensor the program never makes, and every program of "
+        "thunder.core.transforms.grad failed with UnboundLocalError (190 of thunder's test_grad tests)."
+    ),
+)
+def _value_and_grad(original):
+    @functools.wraps(original)
+    def value_and_grad(func):
+        upstream = original(func)
+
+        @functools.wraps(upstream)
+        def run(*args, **kwargs):
+            if not using_symbolic_values():
+                return upstream(*args, **kwargs)
+            return vjp(func)(args, _OnesOfResult, **kwargs)
+
+        return run
+
+    return value_and_grad
+
+
+@patch(
+    "thunder.core.transforms:iter_bound_symbols",
+    summary="the symbols the VJP transform walks leave out those that output no proxy (a shape of constant sizes)",
+    why=(
+        "The VJP transform keys each symbol's residuals by its first output proxy. Under symbolic values a composite "
+        "operator's decomposition (outer, einsum) records `prims.shape` of tensors whose sizes are constants: a "
+        "symbol with outputs and no proxy among them, on which the transform failed ('NoneType' object has no "
+        "attribute 'name'). Such a symbol has nothing to differentiate."
+    ),
+)
+def _iter_bound_symbols(original):
+    @functools.wraps(original)
+    def iter_bound_symbols(bound_symbols):
+        for bsym in original(bound_symbols):
+            if any(isinstance(out, Proxy) for out in bsym.flat_outs):
+                yield bsym
+
+    return iter_bound_symbols
+
+
+@patch(
+    "thunder.core.transforms:nondifferentiable_vjp_symbols",
+    summary="the VJP transform (thunder.core.transforms.grad, vjp) takes python_number_op as not differentiable",
+    why=(
+        "The arithmetic of sizes under symbolic values (`head_dim ** 0.5`) is python_number_op, which takes its "
+        "operands as *args; the transform differentiated it through its grad rule and failed matching the rule's "
+        "parameters with the arguments (nanoGPT's attention under thunder's grad). Numbers get no gradient."
+    ),
+)
+def _nondifferentiable_vjp_symbols(original):
+    return original | {number_ops.python_number_op.id}

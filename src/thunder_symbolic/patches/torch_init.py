@@ -76,7 +76,10 @@ def _pieces(a: TensorProxy, dim: int, piece, count: int) -> list[TensorProxy]:
 
 
 def _symbolic_chunk(original, a, chunks, dim=0):
-    """``torch.chunk`` with symbolic piece sizes: only the number of pieces is pinned."""
+    """``torch.chunk`` with symbolic piece sizes: only the number of pieces is pinned. Bad arguments (a 0-d
+    tensor, no pieces) are left to the original, whose errors name them."""
+    if a.ndim == 0 or chunks <= 0:
+        return NotImplemented
     dim = utils.canonicalize_dim(a.ndim, dim)
     length = a.shape[dim]
     if not isinstance(length, NumberProxy) or chunks == 1 or length == 0:
@@ -95,6 +98,64 @@ def _symbolic_split(original, a, size_or_sections, dim=0):
         return NotImplemented
     count = int(python_value((length + size_or_sections - 1) // size_or_sections))
     return _pieces(a, dim, size_or_sections, max(count, 1))  # an empty dim splits into one empty piece
+
+
+def _symbolic_multi_dot(original, tensors, *, out=None):
+    """``torch.linalg.multi_dot`` of tensors with symbolic sizes: the sizes are pinned (the order of the products,
+    the point of multi_dot, depends on all of them), then multiplied in the order of least work. Anything but 1-D
+    or 2-D tensors of matching sizes is left to the original, whose errors name it."""
+    import thunder.torch as ltorch
+
+    n = len(tensors) if isinstance(tensors, (list, tuple)) else 0
+    if out is not None or n < 2 or not all(isinstance(t, TensorProxy) for t in tensors):
+        return NotImplemented
+    if not any(isinstance(d, NumberProxy) for t in tensors for d in t.shape):
+        return NotImplemented
+    if not (1 <= tensors[0].ndim <= 2 and 1 <= tensors[-1].ndim <= 2 and all(t.ndim == 2 for t in tensors[1:-1])):
+        return NotImplemented
+    first = ltorch.unsqueeze(tensors[0], 0) if tensors[0].ndim == 1 else tensors[0]
+    last = ltorch.unsqueeze(tensors[-1], -1) if tensors[-1].ndim == 1 else tensors[-1]
+    matrices = [first, *tensors[1:-1], last]
+    sizes = [int(python_value(d)) for d in (matrices[0].shape[0], *(m.shape[1] for m in matrices))]
+    if any(int(python_value(m.shape[0])) != sizes[i] for i, m in enumerate(matrices)):
+        return NotImplemented
+    result = _chain_product(matrices, sizes)
+    if tensors[0].ndim == 1:
+        result = ltorch.squeeze(result, 0)
+    if tensors[-1].ndim == 1:
+        result = ltorch.squeeze(result, -1)
+    return result
+
+
+def _chain_product(matrices, sizes):
+    """The product of ``matrices`` (the i-th of ``sizes[i]`` x ``sizes[i + 1]``) in the order of fewest
+    multiplications (the matrix-chain recurrence)."""
+    import thunder.torch as ltorch
+
+    n = len(matrices)
+    cost = {(i, i): (0, None) for i in range(n)}
+    for length in range(2, n + 1):
+        for i in range(n - length + 1):
+            j = i + length - 1
+            cost[i, j] = min(
+                (cost[i, k][0] + cost[k + 1, j][0] + sizes[i] * sizes[k + 1] * sizes[j + 1], k) for k in range(i, j)
+            )
+
+    def product(i, j):
+        if i == j:
+            return matrices[i]
+        k = cost[i, j][1]
+        return ltorch.matmul(product(i, k), product(k + 1, j))
+
+    return product(0, n - 1)
+
+
+patch(
+    "thunder.torch:multi_dot.meta",
+    summary="multi_dot under symbolic values pins the sizes and multiplies in the order of least work",
+    why="0.2.6 refuses symbolic sizes ('multi_dot(): does not support dynamic shapes') where it runs constant ones.",
+    upstream="Lightning-AI/lightning-thunder#463",
+)(_replacing_under_symbolic_values(_symbolic_multi_dot))
 
 
 _PINNING_WHY = (
