@@ -14,6 +14,7 @@ on torch >= 2.13 without them, and they change none of its behaviour).
 import importlib.abc
 import importlib.util
 import sys
+import warnings
 
 
 class _ActivatingLoader(importlib.abc.Loader):
@@ -29,8 +30,14 @@ class _ActivatingLoader(importlib.abc.Loader):
         import thunder_symbolic  # thunder is being imported: importing the package does not apply it
 
         enabled = thunder_symbolic.enabled_by_environment() and thunder_symbolic.prepare()
-        if not enabled:
-            thunder_symbolic.install_import_patches()
+        if not enabled:  # the import patches all the same: they change no behaviour, and thunder needs them
+            try:
+                thunder_symbolic.install_import_patches()
+            except Exception as e:  # thunder's import goes on, as upstream's (unless prepare said why already)
+                if thunder_symbolic.refused_reason() is None:
+                    warnings.warn(
+                        f"thunder-symbolic: its import patches failed: {e!r}", thunder_symbolic.ThunderSymbolicWarning
+                    )
         self._loader.exec_module(module)
         if enabled:
             thunder_symbolic.apply()

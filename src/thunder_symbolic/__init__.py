@@ -127,7 +127,11 @@ def prepare() -> bool:
     if _refused is not None:
         warnings.warn(_refused, ThunderSymbolicWarning, stacklevel=3)
         return False
-    install_import_patches()
+    try:
+        install_import_patches()
+    except Exception as e:
+        _failed(e)
+        return False
     return True
 
 
@@ -135,17 +139,48 @@ def apply() -> bool:
     """Apply the patch set to the installed thunder (a no-op when already applied).
 
     Returns True when the patches are active. On an unsupported thunder or torch version nothing is
-    patched: a :class:`ThunderSymbolicWarning` names the supported versions and False is returned.
+    patched: a :class:`ThunderSymbolicWarning` names the supported versions and False is returned. Applying is
+    all or nothing: when a patch cannot apply (or a patch module cannot be imported), every patch applied before
+    it is reverted, a :class:`ThunderSymbolicWarning` names it and the error, and False is returned.
     """
     if _registry.is_active():
         return True
     if not prepare():
         return False
     import thunder  # noqa: F401  (with the import patches in place)
-    from thunder_symbolic import patches  # noqa: F401  (registers every patch)
 
-    _registry.apply_all()
+    try:
+        from thunder_symbolic import patches  # noqa: F401  (registers every patch)
+
+        _registry.apply_all(on_later_failure=_failed)
+    except Exception as e:
+        _failed(e)
+        return False
     return True
+
+
+def _failed(error: Exception) -> None:
+    """The patch set could not apply (``_registry`` has reverted what it had applied): thunder stays upstream's,
+    and the user is told once, why."""
+    global _refused
+    if not isinstance(error, _registry.PatchError):
+        error = f"{_failing_module(error)} failed to import ({type(error).__name__}: {error})"
+    _refused = f"{error}; thunder runs unpatched, as upstream {_thunder_version()}"
+    warnings.warn(f"thunder-symbolic: {_refused}", ThunderSymbolicWarning, stacklevel=3)
+
+
+def _failing_module(error: BaseException) -> str:
+    """The innermost module of this package in ``error``'s traceback (the patch module whose import failed)."""
+    names = [tb.tb_frame.f_globals.get("__name__", "") for tb in _frames(error.__traceback__)]
+    if isinstance(error, ImportError) and error.name:  # (a module not found, or a name not in one)
+        names.append(error.name)
+    return next((n for n in reversed(names) if n.startswith("thunder_symbolic.")), "the patch set")
+
+
+def _frames(tb):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
 
 
 def revert() -> None:

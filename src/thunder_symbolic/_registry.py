@@ -8,6 +8,11 @@ changes, why, and the upstream issue or pull request it concerns. Applying a pat
 behind. Patches whose module is not imported yet are applied by a post-import hook when it is (or when
 the module named by ``after`` is, for a target that another module's import fills in).
 
+Applying is all or nothing: a patch that cannot apply (its target missing, its factory raising, the module of
+a later patch not found) reverts every patch already applied and raises :class:`PatchError` naming it, so
+thunder is never left half-patched. A failure at a later module's import reverts too, and is handed to the
+callback given to :func:`apply_all` (a post-import hook must not break the user's import).
+
 A few changes cannot wait for the import: on newer torch, thunder's modules fail *while they execute*
 (a table naming a torch method that was removed). An :class:`ImportPatch` is a context manager that
 surrounds the execution of one thunder module: :func:`install_import_patches` puts a meta-path finder
@@ -22,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.abc
+import importlib.machinery
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, is_dataclass
@@ -33,6 +39,7 @@ __all__ = [
     "AppliedPatch",
     "ImportPatch",
     "Patch",
+    "PatchError",
     "applied_patches",
     "apply_all",
     "import_patch",
@@ -91,11 +98,21 @@ class AppliedPatch:
     holders: list[tuple[Any, str]] = field(default_factory=list)  # (module, name) bindings also replaced
 
 
+class PatchError(RuntimeError):
+    """A patch could not be applied; every patch applied before it has been reverted."""
+
+    def __init__(self, target: str, error: BaseException | str):
+        detail = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        super().__init__(f"the patch of {target} could not be applied ({detail})")
+        self.target = target
+
+
 _registry: list[Patch] = []
 _applied: list[AppliedPatch] = []
 _pending: set[str] = set()  # module names whose patches wait for their import
 _hooked: set[str] = set()  # module names with a post-import hook installed
 _active = False
+_on_later_failure: Callable[[PatchError], None] | None = None
 
 
 def patch(
@@ -207,6 +224,19 @@ class _Readers:
         return self._modules + list(sys.modules.values())[self._known :]
 
 
+def _apply_one(p: Patch) -> AppliedPatch:
+    owner, attribute = _resolve_owner(p, sys.modules[p.module_name])
+    if p.adds:
+        if hasattr(owner, attribute):
+            raise RuntimeError(f"{p.target} exists upstream now: the patch that adds it must become a wrapper")
+        original = None
+    else:
+        original = _raw_attribute(owner, attribute)
+    replacement = p.make(original)
+    _set(owner, attribute, replacement)
+    return AppliedPatch(p, owner, attribute, original, replacement)
+
+
 def _apply_module(module_name: str, readers: _Readers | None = None) -> None:
     """Apply the patches that ``module_name``'s import triggers, and rebind their originals' holders among
     ``readers``' modules (by default, at the module's import: every module)."""
@@ -214,19 +244,13 @@ def _apply_module(module_name: str, readers: _Readers | None = None) -> None:
     for p in _registry:
         if p.trigger_module != module_name:
             continue
-        owner, attribute = _resolve_owner(p, sys.modules[p.module_name])
-        if p.adds:
-            if hasattr(owner, attribute):
-                raise RuntimeError(f"{p.target} exists upstream now: the patch that adds it must become a wrapper")
-            original = None
-        else:
-            original = _raw_attribute(owner, attribute)
-        replacement = p.make(original)
-        _set(owner, attribute, replacement)
-        applied = AppliedPatch(p, owner, attribute, original, replacement)
+        try:
+            applied = _apply_one(p)
+        except Exception as e:
+            raise PatchError(p.target, e) from e
         _applied.append(applied)
-        if not isinstance(owner, type) and not p.adds and p.rebinds:
-            fresh[id(original)] = applied
+        if not isinstance(applied.owner, type) and not p.adds and p.rebinds:
+            fresh[id(applied.original)] = applied
     _module_holders(fresh, readers.modules() if readers else list(sys.modules.values()))
     for applied in fresh.values():
         for holder, name in applied.holders:
@@ -236,7 +260,29 @@ def _apply_module(module_name: str, readers: _Readers | None = None) -> None:
 
 def _on_import(module: Any) -> None:
     if _active and module.__name__ in _pending:
-        _apply_module(module.__name__)
+        try:
+            _apply_module(module.__name__)
+        except Exception as e:
+            revert_all()
+            if _on_later_failure is not None:
+                _on_later_failure(e if isinstance(e, PatchError) else PatchError(module.__name__, e))
+
+
+def _module_exists(module_name: str) -> bool:
+    """Whether ``module_name`` can be found, importing nothing: found from its nearest imported package down
+    (``importlib.util.find_spec`` would import ``thunder.dynamo``, and with it torch._dynamo, to find
+    ``thunder.dynamo.utils``)."""
+    parts = module_name.split(".")
+    known = next((i for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in sys.modules), 0)
+    folders = getattr(sys.modules[".".join(parts[:known])], "__path__", None) if known else None
+    for i in range(known, len(parts)):
+        if i > 0 and folders is None:  # (a module that is no package has no submodules)
+            return False
+        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: i + 1]), folders)
+        if spec is None:
+            return False
+        folders = spec.submodule_search_locations
+    return True
 
 
 def _current_originals(imported: set[str]) -> set[int] | None:
@@ -253,21 +299,32 @@ def _current_originals(imported: set[str]) -> set[int] | None:
     return ids
 
 
-def apply_all() -> None:
-    """Apply every registered patch; those of modules not imported yet are applied on their import."""
-    global _active
+def apply_all(on_later_failure: Callable[[PatchError], None] | None = None) -> None:
+    """Apply every registered patch; those of modules not imported yet are applied on their import.
+
+    All or nothing: raises :class:`PatchError` with nothing applied when a patch cannot apply, or when a
+    module a later patch waits for cannot be found. A patch that fails at its module's later import reverts
+    every patch and calls ``on_later_failure`` with the error."""
+    global _active, _on_later_failure
     if _active:
         return
-    _active = True
     names = list(dict.fromkeys(p.trigger_module for p in _registry))
-    readers = _Readers(originals=_current_originals({name for name in names if name in sys.modules}))
-    for module_name in names:
-        _pending.add(module_name)
-        if module_name in sys.modules:
-            _apply_module(module_name, readers)
-        elif module_name not in _hooked:
-            _hooked.add(module_name)
-            wrapt.register_post_import_hook(_on_import, module_name)
+    for p in _registry:
+        if p.trigger_module not in sys.modules and p.is_available() and not _module_exists(p.trigger_module):
+            raise PatchError(p.target, f"module {p.trigger_module} not found")
+    _active, _on_later_failure = True, on_later_failure
+    try:
+        readers = _Readers(originals=_current_originals({name for name in names if name in sys.modules}))
+        for module_name in names:
+            _pending.add(module_name)
+            if module_name in sys.modules:
+                _apply_module(module_name, readers)
+            elif module_name not in _hooked:
+                _hooked.add(module_name)
+                wrapt.register_post_import_hook(_on_import, module_name)
+    except BaseException:
+        revert_all()
+        raise
 
 
 def revert_all() -> None:

@@ -57,7 +57,11 @@ def status() -> Status:
 
     import thunder
     import thunder_symbolic
-    from thunder_symbolic import import_patches, patches  # noqa: F401  (so that the lists are complete)
+
+    try:  # (so that the lists are complete; a patch module that cannot be imported is named by the activation)
+        from thunder_symbolic import import_patches, patches  # noqa: F401
+    except Exception:
+        pass
 
     applied = {a.patch.target for a in _registry.applied_patches()}
     pending = _registry.pending_modules()
