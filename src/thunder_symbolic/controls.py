@@ -8,7 +8,8 @@
   raises a :class:`ValueError` naming the argument, the dim, the range and the value.
 - A recompile budget per jitted function (jit options ``recompile_limit``, default 8 as torch.compile's,
   and ``on_recompile_limit``: ``"warn"`` or ``"raise"``; process-wide ``THUNDER_SYMBOLIC_RECOMPILE_LIMIT``
-  and ``THUNDER_SYMBOLIC_ON_RECOMPILE_LIMIT``). :func:`fail_on_recompile` makes any further recompile
+  and ``THUNDER_SYMBOLIC_ON_RECOMPILE_LIMIT``): at its limit a function compiles no more, and a call that none
+  of its programs accepts runs eagerly (``"warn"``, torch.compile's behaviour) or raises. :func:`fail_on_recompile` makes any further recompile
   of a warmed-up function raise, as ``torch.compiler.set_stance("fail_on_recompile")`` does.
 """
 
@@ -49,7 +50,10 @@ CONTROLS = (
     ),
     ("jit(..., dynamic_shapes={'x': {0: Dim(...) or STATIC}})", "the same, by parameter name and dim"),
     ("jit(..., recompile_limit=8)", "programs per function before on_recompile_limit applies"),
-    ("jit(..., on_recompile_limit='warn' | 'raise')", "warn once (naming the guards that failed most), or raise"),
+    (
+        "jit(..., on_recompile_limit='warn' | 'raise')",
+        "past the limit: run eagerly, warning once (naming the guards that failed most), or raise",
+    ),
     ("fail_on_recompile(jf)", "any further recompile of jf raises (serving after warm-up)"),
     ("THUNDER_SYMBOLIC_RECOMPILE_LIMIT, _ON_RECOMPILE_LIMIT", "process-wide defaults of the two jit options"),
     ("THUNDER_SYMBOLIC_LOG=recompiles", "log each recompilation with its reasons"),
@@ -172,11 +176,12 @@ class DeclaredShapeError(ValueError):
 
 
 class RecompileLimitWarning(UserWarning):
-    """A jitted function compiled more programs than its recompile limit."""
+    """A jitted function is at its recompile limit and a call matches none of its programs: it runs eagerly."""
 
 
 class RecompileLimitExceeded(RuntimeError):
-    """A jitted function would compile more programs than its limit allows (``on_recompile_limit="raise"``)."""
+    """A jitted function would compile more programs than its limit allows (``on_recompile_limit="raise"``;
+    nothing is compiled)."""
 
 
 @dataclass

@@ -17,6 +17,9 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+import thunder
+import torch
+
 from thunder_symbolic.controls import Budget, RecompileLimitExceeded, RecompileLimitWarning
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards.prologue import GuardFailed
@@ -30,6 +33,7 @@ if "recompiles" in os.environ.get("THUNDER_SYMBOLIC_LOG", "").split(","):
         log.addHandler(logging.StreamHandler())
 
 KEPT_MISSES = 32
+_CALLERS_TO_SKIP = tuple(os.path.dirname(m.__file__) for m in (thunder, torch)) + (os.path.dirname(__file__),)
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,25 @@ def _program(index: int, entry: Any, observed: int) -> Program:
     return Program(index, guards + tuple(late), observed, value_checks)
 
 
+class RunEagerly(RecompileLimitExceeded):
+    """The call is past its function's recompile limit: the jitted function runs the original eagerly (raised
+    through thunder's cache lookup, caught by the wrapper :func:`eager_past_limit` puts around the function)."""
+
+
+def eager_past_limit(call, fn):
+    """``call`` (what ``thunder.jit`` returned, or a module's forward), running ``fn`` eagerly past the limit."""
+
+    @functools.wraps(call)
+    def jitted(*args, **kwargs):
+        try:
+            return call(*args, **kwargs)
+        except RunEagerly:
+            return fn(*args, **kwargs)
+
+    jitted.__wrapped__ = getattr(call, "__wrapped__", call)  # (what thunder's function wraps: the user's)
+    return jitted
+
+
 class MissRecordingCache(list):
     """thunder's per-function list of cache entries, watching each entry's prologue for rejections."""
 
@@ -94,9 +117,15 @@ class MissRecordingCache(list):
         self.rejections: list[str] = []
         self.programs: list[Program] = []
 
+    def __reversed__(self):
+        """thunder's cache lookup: the entries, newest first. Past the last one, every entry has rejected the call
+        and thunder would compile: at the recompile limit, :meth:`_at_limit` stops it first."""
+        yield from super().__reversed__()
+        if len(self) >= self.budget.limit:
+            self._at_limit()
+
     def append(self, entry) -> None:
         if self:  # a recompilation: every existing entry has just rejected the call
-            self._spend_budget()
             miss = Miss(self.stats.calls, tuple(reversed(self.rejections)))
             self.misses.append(miss)
             log.info("thunder_symbolic: recompiling %s (compile %d) because %s", self.name, len(self) + 1, miss)
@@ -105,10 +134,10 @@ class MissRecordingCache(list):
         self.programs.append(_program(len(self), entry, finished.observations if finished is not None else 0))
         super().append(entry._replace(prologue_fn=self._watch(entry.prologue_fn, len(self))))
 
-    def _spend_budget(self) -> None:
-        """Before a program beyond the budget is cached: raise, or warn once, with the guards that failed most."""
-        if len(self) < self.budget.limit:
-            return
+    def _at_limit(self) -> None:
+        """No cached program accepts the call and the function has compiled as many as its limit allows: raise
+        (``"raise"``), or warn once and have the call run eagerly (``"warn"``, torch.compile's behaviour), naming
+        the guards that failed most. Nothing is compiled, so nothing grows past the limit."""
         top = "; ".join(
             f"{condition} (recorded at {where}): {n} times"
             for (condition, where), n in self.failed_guards.most_common(3)
@@ -117,20 +146,22 @@ class MissRecordingCache(list):
             why = f"; the guards that failed most: {top}"
         else:  # thunder's own checks (constant values) raise their own errors
             why = f"; the last program rejected the call with {self.rejections[0]}" if self.rejections else ""
+        self.rejections.clear()
         message = (
-            f"{self.name} has compiled {len(self) + 1} programs, more than its recompile limit ({self.budget.limit})"
-            + why
+            f"{self.name} has compiled {len(self)} programs, its recompile limit ({self.budget.limit}), and none of "
+            f"them accepts this call{why}"
         )
         if self.budget.on_limit == "raise":
-            self.rejections.clear()
-            raise RecompileLimitExceeded(message + " (on_recompile_limit='raise': the new program is not cached)")
+            raise RecompileLimitExceeded(message + " (on_recompile_limit='raise')")
         if not self.warned:
             self.warned = True
             warnings.warn(
-                message + ". Set recompile_limit or THUNDER_SYMBOLIC_RECOMPILE_LIMIT to raise the limit.",
+                message + ". Calls that none accepts run eagerly; set recompile_limit or "
+                "THUNDER_SYMBOLIC_RECOMPILE_LIMIT to raise the limit.",
                 RecompileLimitWarning,
-                stacklevel=2,
+                skip_file_prefixes=_CALLERS_TO_SKIP,  # (the warning points at the user's call)
             )
+        raise RunEagerly(message)
 
     def _watch(self, prologue, index: int):
         rejections, failed_guards = self.rejections, self.failed_guards

@@ -138,14 +138,35 @@ def _calls(*ns):
     return [(torch.randn(2, 2), n) for n in ns]
 
 
-def test_crossing_the_limit_warns_once_with_the_guards_that_failed_most():
+def test_at_the_limit_calls_run_eagerly_with_one_warning_naming_the_guards_that_failed_most():
+    """torch.compile's behaviour: no program past the limit; a call that no cached program accepts runs the
+    function eagerly (correctly), and the cached programs keep serving the calls they accept."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        check_against_eager(repeated, _calls(0, 1, 2, 3, 4, 5), compiles=6, recompile_limit=3)
-    messages = [str(w.message) for w in caught if issubclass(w.category, RecompileLimitWarning)]
-    assert len(messages) == 1
-    assert "repeated has compiled 4 programs, more than its recompile limit (3)" in messages[0]
-    assert "(n == 0) (recorded at test_controls.py" in messages[0] and "for _ in range(n):" in messages[0]
+        check_against_eager(repeated, _calls(0, 1, 2, 3, 4, 5, 1, 5), compiles=3, recompile_limit=3)
+    found = [w for w in caught if issubclass(w.category, RecompileLimitWarning)]
+    assert len(found) == 1
+    message = str(found[0].message)
+    assert "repeated has compiled 3 programs, its recompile limit (3), and none of them accepts this call" in message
+    assert "(n == 0) (recorded at test_controls.py" in message and "for _ in range(n):" in message
+    assert "run eagerly" in message
+    assert found[0].filename == __file__ or "thunder_symbolic/testing.py" in found[0].filename  # the user's call
+
+
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+def test_past_the_limit_nothing_is_compiled_for_functions_and_modules(cache):
+    linear = torch.nn.Linear(3, 2)
+    jm = thunder.jit(linear, cache=cache, recompile_limit=1)
+    jfn = thunder.jit(repeated, cache=cache, recompile_limit=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RecompileLimitWarning)
+        for b in (1, 2, 3, 4):
+            x = torch.randn(b, 3)
+            torch.testing.assert_close(jm(x), linear(x))
+        for n in range(6):
+            torch.testing.assert_close(jfn(torch.ones(2), n), repeated(torch.ones(2), n))
+    assert (thunder.cache_misses(jm), thunder.cache_misses(jfn)) == (1, 2)
+    assert len(thunder.compile_stats(jfn).interpreter_cache) == 2
 
 
 def test_the_strict_mode_raises_on_the_first_extra_recompile():
@@ -157,6 +178,7 @@ def test_the_strict_mode_raises_on_the_first_extra_recompile():
         jfn(x, 2)
     torch.testing.assert_close(jfn(x, 1), repeated(x, 1))  # the cached programs keep working
     assert len(thunder_symbolic.explain(jfn)) == 2
+    assert thunder.cache_misses(jfn) == 2  # (raised before compiling: no program was built and dropped)
 
 
 def test_fail_on_recompile_after_warm_up():
@@ -180,3 +202,19 @@ def test_the_limit_from_the_environment(monkeypatch):
     monkeypatch.setenv("THUNDER_SYMBOLIC_RECOMPILE_LIMIT", "many")
     with pytest.raises(ValueError, match="THUNDER_SYMBOLIC_RECOMPILE_LIMIT"):
         thunder.jit(repeated)
+
+
+def test_the_sources_of_a_deleted_functions_programs_leave_linecache():
+    """thunder keeps each generated program's source for tracebacks; kept for the life of the process, they grew
+    memory with every function jitted and deleted."""
+    import gc
+    import linecache
+
+    before = set(linecache.cache)
+    jfn = thunder.jit(lambda x: x * 2, cache="symbolic values")
+    jfn(torch.ones(2))
+    added = set(linecache.cache) - before
+    assert len(added) >= 3, added  # (prologue, computation, epilogue)
+    del jfn
+    gc.collect()
+    assert not added & set(linecache.cache)

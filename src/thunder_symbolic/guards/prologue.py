@@ -36,7 +36,7 @@ class GuardFailed(RuntimeError):
         self.where = where
 
 
-@functools.cache
+@functools.lru_cache(maxsize=1024)  # (bounded: it outlives the jitted functions whose programs it serves)
 def compile_guards(names: tuple[str, ...], guards: tuple[tuple[str, str], ...]):
     """A function of the named inputs that raises :class:`GuardFailed` for the first guard that fails."""
 

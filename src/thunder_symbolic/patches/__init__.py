@@ -7,6 +7,7 @@ is :func:`thunder_symbolic.apply`'s job.
 from thunder_symbolic.patches import (
     clang_init,  # noqa: F401  thunder/clang/__init__.py
     clang_utils,  # noqa: F401  thunder/clang/utils.py
+    core_baseutils,  # noqa: F401  thunder/core/baseutils.py
     core_codeutils,  # noqa: F401  thunder/core/codeutils.py
     core_dtypes,  # noqa: F401  thunder/core/dtypes.py
     core_interpreter,  # noqa: F401  thunder/core/interpreter.py
