@@ -13,7 +13,13 @@ compile fail, never change what a program computes. Entries are hashes, one per 
 (lines shorter than a pipe's atomic write, so concurrent ranks do not interleave them), in one file per set of
 versions: a process keeps the files of the last four sets used (by the time a file was last written or
 opened) and removes the others, which no process like it reads again (a machine that updates its packages
-would otherwise add to the cache forever). Any failure to read or write leaves the cache off for the process.
+would otherwise add to the cache forever). Any failure to read or write leaves the cache off for the process,
+with one ``ThunderSymbolicWarning`` saying why.
+
+The files are data, not trust: each entry is an HMAC under a key of the user's (``thunderfx-verdicts.key``, 32
+random bytes, mode 0600), so an entry planted by anyone who cannot read the key is never taken as a verdict. Only
+regular files of the user's are opened (no FIFO, device or symlink; opened without blocking), and at most
+``MAX_BYTES`` of one are read.
 
 ``THUNDER_SYMBOLIC_CACHE_DIR`` chooses the folder (default ``$XDG_CACHE_HOME/thunder-symbolic`` or
 ``~/.cache/thunder-symbolic``); ``THUNDER_SYMBOLIC_VERDICT_CACHE=0`` turns the cache off.
@@ -23,12 +29,15 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import importlib
 import os
 import pathlib
+import stat
 import sys
 import threading
 import types
+import warnings
 from typing import Any
 
 import torch
@@ -38,6 +47,9 @@ from thunder_symbolic._environment import switch
 __all__ = ["is_known", "remember", "stable_key", "use"]
 
 _HEX = frozenset("0123456789abcdef")
+MAX_BYTES = 1 << 22  # (65,536 verdicts: far more than a process meets)
+_KEY_BYTES = 32
+_KEY_FILE = "thunderfx-verdicts.key"
 _LIBRARIES = frozenset({"torch", "_operator", "operator", "builtins", "math"})
 
 
@@ -86,12 +98,14 @@ def remember(key: str) -> None:
     if digest in store.known:
         return
     store.known.add(digest)
-    _use["kept"] += 1
     try:
-        with open(store.path, "a", encoding="ascii") as f:
+        fd = _open_regular(store.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        with os.fdopen(fd, "w", encoding="ascii") as f:
             f.write(digest + "\n")
-    except OSError:
-        _off()
+    except OSError as e:
+        _off(f"{store.path} cannot be written ({e})")
+        return
+    _use["kept"] += 1
 
 
 def use() -> dict[str, int]:
@@ -157,12 +171,13 @@ def _type_name(cls: type) -> str:
 
 
 class _Store:
-    def __init__(self, path: pathlib.Path, fingerprint: str, known: set[str]):
-        self.path, self.fingerprint, self.known = path, fingerprint, known
+    def __init__(self, path: pathlib.Path, secret: bytes, fingerprint: str, known: set[str]):
+        self.path, self.secret, self.fingerprint, self.known = path, secret, fingerprint, known
         self.mapping = None  # (size, digest) of thunder's map of torch functions when last read
 
     def digest(self, key: str) -> str:
-        return hashlib.sha256(f"{self.fingerprint}\n{_mapping_fingerprint(self)}\n{key}".encode()).hexdigest()
+        message = f"{self.fingerprint}\n{_mapping_fingerprint(self)}\n{key}".encode()
+        return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
 
 
 _use = {"read": 0, "kept": 0}
@@ -177,9 +192,71 @@ def _store() -> _Store | None:
         return _state["store"]
 
 
-def _off() -> None:
+def _off(why: str) -> None:
     with _lock:
         _state["store"] = None
+    _say_off(why)
+
+
+def _say_off(why: str) -> None:
+    from thunder_symbolic import ThunderSymbolicWarning
+
+    warnings.warn(f"thunderfx's verdict cache is off for this process: {why}", ThunderSymbolicWarning, stacklevel=2)
+
+
+class _Untrusted(OSError):
+    """A cache file that is not a regular file of this user's, or too large."""
+
+
+def _open_regular(path: pathlib.Path, flags: int, mode: int = 0o600) -> int:
+    """A descriptor of ``path`` if it is a regular file of this user's (created with ``mode`` under O_CREAT):
+    never through a symlink, never blocking on a FIFO."""
+    nofollow = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags | nofollow, mode)
+    try:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            raise _Untrusted(f"{path} is not a regular file")
+        if hasattr(os, "getuid") and found.st_uid != os.getuid():
+            raise _Untrusted(f"{path} belongs to another user")
+        if found.st_size > MAX_BYTES:
+            raise _Untrusted(f"{path} is larger than {MAX_BYTES} bytes")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read(path: pathlib.Path) -> bytes:
+    """At most MAX_BYTES of ``path`` (a regular file of this user's), or b"" when there is none."""
+    try:
+        fd = _open_regular(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return b""
+    with os.fdopen(fd, "rb") as f:
+        if os.utime in os.supports_fd:
+            os.utime(f.fileno())  # used now: the last to be removed
+        return f.read(MAX_BYTES)
+
+
+def _secret(where: pathlib.Path) -> bytes:
+    """The user's key for the verdicts' HMACs: read, or made (atomically: another process may be making it)."""
+    path = where / _KEY_FILE
+    try:
+        fd = _open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(_KEY_BYTES))
+    fd = _open_regular(path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as f:
+        if os.fstat(f.fileno()).st_mode & 0o077:
+            raise _Untrusted(f"{path} can be read or written by others (mode 0600 expected)")
+        secret = f.read(_KEY_BYTES + 1)
+    if len(secret) != _KEY_BYTES:
+        raise _Untrusted(f"{path} is not a key of {_KEY_BYTES} bytes")  # (one being written: next process)
+    return secret
 
 
 _KEPT_VERSIONS = 4
@@ -192,16 +269,15 @@ def _open() -> _Store | None:
     try:
         where = _folder()
         where.mkdir(parents=True, exist_ok=True)
+        secret = _secret(where)
         fingerprint = _fingerprint()
         path = where / f"thunderfx-verdicts-{fingerprint[:16]}.txt"
-        known = set()
-        if path.exists():
-            with open(path, encoding="ascii", errors="replace") as f:
-                known = {line for line in map(str.strip, f) if len(line) == 64 and set(line) <= _HEX}
-            path.touch()  # used now: the last to be removed
+        lines = _read(path).decode("ascii", errors="replace").split()
+        known = {line for line in lines if len(line) == 64 and set(line) <= _HEX}
         _remove_old_versions(where, path)
-        return _Store(path, fingerprint, known)
-    except OSError:
+        return _Store(path, secret, fingerprint, known)
+    except OSError as e:
+        _say_off(str(e))
         return None
 
 

@@ -3,16 +3,19 @@ kinds the first found supported, and computes the same program; only kinds named
 kept, under the versions and the map of torch functions they were found with, and only for the last sets of
 versions used; the cache can be turned off, and a folder it cannot write leaves it off."""
 
+import hashlib
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+import warnings
 
 import pytest
 import torch
 
-from thunder_symbolic import verdict_cache
+from thunder_symbolic import ThunderSymbolicWarning, verdict_cache
 
 PROGRAM = textwrap.dedent(
     """
@@ -122,11 +125,11 @@ def test_only_the_last_sets_of_versions_used_keep_their_verdicts(fresh_cache, mo
 
     open_as("a")
     assert not verdict_cache.is_known("a kind")  # another set of versions: b's verdict is not a's
-    assert sorted(folder.iterdir()) == list(map(file_of, "bcd"))
+    assert sorted(folder.glob("*.txt")) == list(map(file_of, "bcd"))
     verdict_cache.remember("a kind")
     open_as("b")
     assert verdict_cache.is_known("a kind")
-    assert sorted(folder.iterdir()) == list(map(file_of, "abcd"))
+    assert sorted(folder.glob("*.txt")) == list(map(file_of, "abcd"))
 
 
 @pytest.mark.parametrize("off", ["0", "off", "False"])
@@ -140,5 +143,98 @@ def test_the_cache_turned_off_or_unwritable_keeps_nothing(fresh_cache, monkeypat
     monkeypatch.delenv("THUNDER_SYMBOLIC_VERDICT_CACHE")
     monkeypatch.setenv("THUNDER_SYMBOLIC_CACHE_DIR", str(blocked))
     monkeypatch.setattr(verdict_cache, "_state", {})
-    verdict_cache.remember("a kind")  # (no error: the cache stays off)
+    with pytest.warns(ThunderSymbolicWarning, match="verdict cache is off for this process"):
+        verdict_cache.remember("a kind")  # (no error: the cache stays off, and says so once)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not verdict_cache.is_known("a kind")
+
+
+# --- The files are data, not trust ------------------------------------------------------------------------------
+
+
+def _reopened(monkeypatch):
+    monkeypatch.setattr(verdict_cache, "_state", {})
+
+
+def test_an_entry_planted_without_the_users_key_is_no_verdict(fresh_cache, monkeypatch):
+    """A digest anyone can compute (the kind's hash, as the cache's entries were before they were keyed) or one made
+    with another key is not taken as "thunder runs this kind"."""
+    verdict_cache.remember("a kind")
+    store = verdict_cache._store()
+    plain = hashlib.sha256(f"{store.fingerprint}\n{verdict_cache._mapping_fingerprint(store)}\nplanted".encode())
+    with open(store.path, "a") as f:
+        f.write(plain.hexdigest() + "\n")
+    _reopened(monkeypatch)
+    assert verdict_cache.is_known("a kind") and not verdict_cache.is_known("planted")
+
+    key = fresh_cache / "cache" / "thunderfx-verdicts.key"
+    key.write_bytes(os.urandom(32))  # another key: every entry is unknown
+    _reopened(monkeypatch)
     assert not verdict_cache.is_known("a kind")
+    assert key.stat().st_mode & 0o777 == 0o600
+
+
+def _off_with_one_warning(match):
+    with pytest.warns(ThunderSymbolicWarning, match=match) as caught:
+        assert not verdict_cache.is_known("a kind")
+        verdict_cache.remember("a kind")
+        assert not verdict_cache.is_known("a kind")
+    assert len([w for w in caught if issubclass(w.category, ThunderSymbolicWarning)]) == 1
+
+
+def _verdict_file(fresh_cache, monkeypatch):
+    verdict_cache.remember("a kind")
+    path = verdict_cache._store().path
+    path.unlink()
+    _reopened(monkeypatch)
+    return path
+
+
+def test_a_fifo_in_place_of_the_file_neither_blocks_nor_is_read(fresh_cache, monkeypatch):
+    os.mkfifo(_verdict_file(fresh_cache, monkeypatch))
+    done = threading.Event()
+
+    def read():
+        _off_with_one_warning("not a regular file")
+        done.set()
+
+    worker = threading.Thread(target=read, daemon=True)
+    worker.start()
+    worker.join(30)
+    assert done.is_set(), "opening the cache blocked on a FIFO"
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "elsewhere.txt"])
+def test_a_symlink_in_place_of_the_file_is_not_followed(fresh_cache, monkeypatch, target):
+    path = _verdict_file(fresh_cache, monkeypatch)
+    (fresh_cache / "elsewhere.txt").write_text("")
+    path.symlink_to(target if target.startswith("/") else fresh_cache / target)
+    _off_with_one_warning("symbolic links")
+    assert (fresh_cache / "elsewhere.txt").read_text() == ""
+
+
+def test_a_file_larger_than_the_bound_is_not_read(fresh_cache, monkeypatch):
+    path = _verdict_file(fresh_cache, monkeypatch)
+    monkeypatch.setattr(verdict_cache, "MAX_BYTES", 1000)
+    path.write_text("0" * 64 + "\n" * 1000)
+    _off_with_one_warning("larger than 1000 bytes")
+
+
+def test_a_key_others_can_read_turns_the_cache_off(fresh_cache, monkeypatch):
+    verdict_cache.remember("a kind")
+    (fresh_cache / "cache" / "thunderfx-verdicts.key").chmod(0o644)
+    _reopened(monkeypatch)
+    _off_with_one_warning("mode 0600 expected")
+
+
+def test_a_cache_that_cannot_be_written_says_so_once_and_counts_nothing_kept(fresh_cache, monkeypatch):
+    verdict_cache.is_known("a kind")
+    monkeypatch.setattr(verdict_cache._store(), "path", fresh_cache / "gone" / "verdicts.txt")
+    kept = verdict_cache.use()["kept"]
+    with pytest.warns(ThunderSymbolicWarning, match="cannot be written"):
+        verdict_cache.remember("a kind")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        verdict_cache.remember("another kind")
+    assert verdict_cache.use()["kept"] == kept
