@@ -22,7 +22,13 @@ loads are not moved before older loads, except for streaming stores (which a lar
 locked instruction orders; a lock's acquisition, one such instruction, separates the data from the number.
 On other architectures, on ranks of several hosts, for groups of more than 64 ranks, without ``/dev/shm`` or
 with ``THUNDER_SYMBOLIC_SHARED_SUMS=0``, :func:`for_group` gives None and the caller uses gloo. A rank that
-does not arrive within the process group's timeout makes the wait raise, naming the group and the ranks.
+does not arrive within the process group's timeout makes the wait raise, naming the group and the ranks; a
+rank whose process has ended (or is stopped) makes it raise within about a second: the ranks, on one host,
+know each other's process (its id and start time, so a reused id is not taken for it).
+
+The file is unlinked as soon as every rank has tried to map it, also when setting up fails (a rank died). A
+file left by a rank 0 killed before that is named after its process, and the next group that finds the
+process gone removes it.
 
 Every rank of a group makes the same sums in the same order, as for any collective; one thread per
 process makes them (thunder programs do).
@@ -30,6 +36,7 @@ process makes them (thunder programs do).
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import platform
@@ -59,6 +66,9 @@ _NONCE = 511
 _ALIGN = 64
 _SPIN_S = 0.002  # a wait yields the core between polls this long, then sleeps _NAP_S between them
 _NAP_S = 0.0001
+_LIVENESS_S = 0.5  # a wait longer than this checks, this often, that the ranks it waits for still run
+_PREFIX = "thunder-symbolic-sums-"
+_SHM = "/dev/shm"
 
 # Per process group: its shared sums, or None where its ranks cannot share memory. A destroyed group drops
 # out (torch keeps a group's Python object while the group is registered), so a later group of the same
@@ -91,11 +101,70 @@ def connections() -> dict[str, bool]:
     return {group.group_name: channel is not None for group, channel in _channels.items()}
 
 
+def _start_time(pid: int) -> int | None:
+    """When process ``pid`` started (Linux: /proc/PID/stat's 22nd field, in clock ticks since boot); None where it
+    cannot be read. Raises ProcessLookupError for a process that has ended (a zombie included)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+    except FileNotFoundError:
+        raise ProcessLookupError(pid) from None
+    except OSError:
+        return None
+    if fields[0] in (b"Z", b"X", b"x"):
+        raise ProcessLookupError(pid)
+    return int(fields[19])
+
+
+def _identity() -> tuple[int, int | None]:
+    pid = os.getpid()
+    return pid, _start_time(pid)
+
+
+def _gone(identity: tuple[int, int | None]) -> bool:
+    """Whether the process ``identity`` names has ended (or is stopped: it will not take part in a sum)."""
+    pid, started = identity
+    try:
+        if started is None:
+            os.kill(pid, 0)
+            return False
+        if _start_time(pid) != started:
+            return True  # (its id is another process's now)
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] in (b"T", b"t")
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+
+
+def _remove_stale() -> None:
+    """Remove the files of this user's whose rank 0 is gone (killed between making one and unlinking it)."""
+    try:
+        names = [n for n in os.listdir(_SHM) if n.startswith(_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid, _, rest = name[len(_PREFIX) :].partition("-")
+        started = rest.partition("-")[0]
+        if not (pid.isdigit() and started.isdigit()):
+            continue
+        path = os.path.join(_SHM, name)
+        try:
+            if os.stat(path).st_uid == os.getuid() and _gone((int(pid), int(started))):
+                os.unlink(path)
+        except OSError:
+            continue
+
+
 def _create(size: int) -> tuple[str, int] | None:
     """A file of ``size`` bytes in ``/dev/shm`` holding a new nonce, its space reserved (a mapping of a file
-    its filesystem has no room for faults at the first write): its path and the nonce, or None."""
+    its filesystem has no room for faults at the first write): its path and the nonce, or None. Its name
+    holds this process's id and start time, for :func:`_remove_stale`."""
+    _remove_stale()
+    pid, started = _identity()
     try:
-        fd, path = tempfile.mkstemp(prefix="thunder-symbolic-sums-", dir="/dev/shm")
+        fd, path = tempfile.mkstemp(prefix=f"{_PREFIX}{pid}-{started or 0}-", dir=_SHM)
     except OSError:
         return None
     nonce = secrets.randbits(62)
@@ -142,8 +211,9 @@ def _timeout(group) -> timedelta:
 class SharedSums:
     """One process group's ring of slots in a shared mapping (see the module's docstring)."""
 
-    def __init__(self, group, mapping: mmap.mmap, slot_bytes: int):
+    def __init__(self, group, mapping: mmap.mmap, slot_bytes: int, peers: list[tuple[int, int | None]]):
         self.group_name = group.group_name
+        self.peers = peers  # each rank's process (id, start time)
         self.rank, self.size = group.rank(), group.size()
         self.slot_bytes = slot_bytes
         self.timeout_s = _timeout(group).total_seconds()
@@ -165,23 +235,31 @@ class SharedSums:
         if every rank could, and its file is unlinked once all have tried."""
         slot_bytes = -(-slot_bytes // _ALIGN) * _ALIGN
         size = cls.mapping_bytes(group.size(), slot_bytes)
-        offer = [None]
+        made = mapping = None
         if group.rank() == 0 and enabled() and group.size() <= _MAX_RANKS:
-            offer = [_create(size)]
-        dist.broadcast_object_list(offer, src=dist.get_global_rank(group, 0), group=group)
-        if offer[0] is None:
-            return None
-        path, nonce = offer[0]
-        mapping = _attach(path, size, nonce) if enabled() else None
-        mapped = [None] * group.size()
-        dist.all_gather_object(mapped, mapping is not None, group=group)
-        if group.rank() == 0:
-            os.unlink(path)
-        if not all(mapped):
+            made = _create(size)
+        try:
+            offer = [made]
+            dist.broadcast_object_list(offer, src=dist.get_global_rank(group, 0), group=group)
+            if offer[0] is None:
+                return None
+            path, nonce = offer[0]
+            mapping = _attach(path, size, nonce) if enabled() else None
+            mapped = [None] * group.size()
+            dist.all_gather_object(mapped, (mapping is not None, _identity()), group=group)
+        except BaseException:
+            if mapping is not None:
+                mapping.close()
+            raise
+        finally:
+            if made is not None:  # (whatever happened: once every rank has tried, or one cannot any more)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(made[0])
+        if not all(ok for ok, _ in mapped):
             if mapping is not None:
                 mapping.close()
             return None
-        return cls(group, mapping, slot_bytes)
+        return cls(group, mapping, slot_bytes, [identity for _, identity in mapped])
 
     def start(self, t: torch.Tensor, out: torch.Tensor) -> int:
         """Publishes ``t`` (at most ``slot_bytes``) as this rank's operand of the next sum, to be written to
@@ -219,6 +297,7 @@ class SharedSums:
         numbers = self._numbers
         polls = 0
         since = None
+        checked = _LIVENESS_S
         for index in indices:
             while numbers[index] < number:
                 polls += 1
@@ -230,6 +309,15 @@ class SharedSums:
                 if waited < _SPIN_S:
                     os.sched_yield()
                     continue
+                if waited > checked:
+                    checked = waited + _LIVENESS_S
+                    late = [rank for rank, i in enumerate(indices) if numbers[i] < number]
+                    gone = [rank for rank in late if _gone(self.peers[rank])]
+                    if gone:
+                        raise RuntimeError(
+                            f"shared sums of process group {self.group_name!r}: rank(s) {gone} (process(es) "
+                            f"{[self.peers[r][0] for r in gone]}) ended or stopped before they {what} sum {number}"
+                        )
                 if waited > self.timeout_s:
                     late = [rank for rank, i in enumerate(indices) if numbers[i] < number]
                     raise RuntimeError(

@@ -197,3 +197,119 @@ print(jit_runs())
         env={"THUNDER_SYMBOLIC": switch},
     )
     assert "patched: []" in out and "jit runs" in out, out
+
+
+# --- Shared sums: a rank that dies ----------------------------------------------------------------------------
+
+# One rank's program (launched without torchrun, whose agent would stop the others as soon as one dies). The last
+# rank kills itself with SIGKILL at ``where``; rank 0 reports what its shared sums raised, and how soon.
+RANK = """
+import json, os, signal, sys, time
+from datetime import timedelta
+import torch, torch.distributed as dist
+from thunder_symbolic import shared_sums
+
+rank, world, where, store = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+dist.init_process_group(
+    "gloo", init_method=f"file://{store}", rank=rank, world_size=world, timeout=timedelta(seconds=120)
+)
+victim = rank == world - 1
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+t, out = torch.full((4,), float(rank + 1)), torch.empty(4)
+began, error = time.monotonic(), None
+try:
+    if where == "setup" and victim:
+        die()
+    sums = shared_sums.for_group(dist.group.WORLD, 64)
+    assert sums is not None
+    torch.testing.assert_close(sums.finish(sums.start(t, out)), torch.full((4,), world * (world + 1) / 2))
+    if victim:
+        if where == "mid-sum":
+            sums.start(t, out)  # (published, never read)
+        die()
+    began = time.monotonic()
+    for _ in range(2 * shared_sums.RING):
+        sums.finish(sums.start(t, out))
+except Exception as e:
+    error = f"{type(e).__name__}: {e}"
+if rank == 0:
+    print(json.dumps({"error": error, "seconds": time.monotonic() - began, "pid": os.getpid()}), flush=True)
+os._exit(0)
+"""
+
+
+def _launch_with_a_rank_killed(tmp_path, world: int, where: str) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    program = tmp_path / "rank.py"
+    program.write_text(RANK)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(OMP_NUM_THREADS="1", THUNDER_SYMBOLIC_SHARED_SUMS="1")
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(program), str(rank), str(world), where, str(tmp_path / "store")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for rank in range(world)
+    ]
+    try:
+        out, err = ranks[0].communicate(timeout=100)
+    finally:
+        for process in ranks:
+            process.kill()
+            process.wait()
+    assert ranks[0].returncode == 0, err[-3000:]
+    return json.loads(out.splitlines()[-1])
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("where", ["setup", "mid-sum", "between-sums"])
+def test_a_rank_that_dies_makes_shared_sums_raise_within_seconds_and_leaves_no_file(tmp_path, world, where):
+    import os
+
+    report = _launch_with_a_rank_killed(tmp_path, world, where)
+    dead = world - 1
+    assert report["error"] is not None
+    if where == "setup":  # (the group's setting up is gloo's collective: gloo finds the peer gone)
+        assert report["seconds"] < 30, report
+    else:
+        assert f"rank(s) [{dead}]" in report["error"] and "ended or stopped" in report["error"], report
+        assert report["seconds"] < 5, report
+    left = [n for n in os.listdir("/dev/shm") if n.startswith(f"thunder-symbolic-sums-{report['pid']}-")]
+    assert left == []
+
+
+def test_a_file_whose_rank_0_is_gone_is_removed_by_the_next_group(monkeypatch):
+    """rank 0 killed between making the file and unlinking it: the file names its process, which is gone."""
+    import os
+    import subprocess
+    import sys
+
+    from thunder_symbolic import shared_sums
+
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(ended.stdout)
+    stale = f"/dev/shm/thunder-symbolic-sums-{pid}-1-planted"
+    mine = f"/dev/shm/thunder-symbolic-sums-{os.getpid()}-{shared_sums._identity()[1]}-live"
+    for path in (stale, mine):
+        with open(path, "wb") as f:
+            f.write(b"\0" * 64)
+    try:
+        made = shared_sums._create(1 << 12)
+        assert made is not None
+        os.unlink(made[0])
+        assert not os.path.exists(stale)
+        assert os.path.exists(mine)  # (its process runs: a group that is setting up)
+    finally:
+        for path in (stale, mine):
+            if os.path.exists(path):
+                os.unlink(path)
