@@ -423,3 +423,39 @@ def test_the_epilogue_shows_the_replay(cache):
     jf(x(), [])
     epilogue = str(thunder.compile_stats(jf).last_epilogue_traces[-1])
     assert "replay_side_effects" in epilogue and ".extend([" in epilogue
+
+
+@CACHES
+def test_a_weak_registry_that_loses_an_entry_while_the_interpreter_reads_it(monkeypatch, cache):
+    """A store into a dict makes the interpreter wrap its items; code run meanwhile can free an object whose
+    weakref callback removes its entry (Dynamo's GenerationTracker tags every module made after torch.compile
+    ran). The interpreter read the dict in one pass and raised 'dictionary changed size during iteration'."""
+    import weakref
+
+    from thunder.core import interpreter
+
+    class Thing:
+        pass
+
+    kept = [Thing() for _ in range(6)]
+    values, refs = {}, {}
+    for thing in kept:
+        refs[id(thing)] = weakref.ref(thing, lambda _, key=id(thing): values.pop(key, None))
+        values[id(thing)] = "a thing"
+
+    wrap = interpreter.wrap_binary_subscr
+
+    def wrap_and_free_one(*args, **kwargs):
+        if kept:
+            kept.pop()  # the last reference to a registered object: its entry leaves the dict now
+        return wrap(*args, **kwargs)
+
+    monkeypatch.setattr(interpreter, "wrap_binary_subscr", wrap_and_free_one)
+
+    def f(x):
+        values["made by the program"] = 1
+        return x * 2
+
+    x = torch.randn(3)
+    torch.testing.assert_close(thunder.jit(f, cache=cache)(x), x * 2)
+    assert values["made by the program"] == 1

@@ -565,8 +565,11 @@ class Watched:
 
     def contents(self) -> tuple[Any, Any, Any]:
         """(its contents as the trace left them, as they were, the wrappers of the final items or None): the
-        stand-in's, which traced code changes, unless native code changed the container itself."""
-        if self.stand_in is not None and _snapshot(self.container) == self.snapshot:
+        stand-in's, which traced code changes, unless native code alone changed the container itself. (Where both
+        changed, the container's own change came from outside the program: a weak registry's callback removing
+        the entry of an object freed while tracing, which a replay must not repeat on later calls.)"""
+        stand_in_changed = self.stand_in is not None and _snapshot(self.stand_in.value) != self.stand_in_snapshot
+        if self.stand_in is not None and (stand_in_changed or _snapshot(self.container) == self.snapshot):
             wrappers = self.stand_in.item_wrappers if self.stand_in.has_item_tracking else None
             return self.stand_in.value, self.stand_in_copy, wrappers
         return self.container, self.copy, None

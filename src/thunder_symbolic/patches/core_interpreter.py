@@ -153,6 +153,37 @@ def _is_pycapsule(original):
     return is_pycapsule
 
 
+_SIZE_CHANGED = "changed size during iteration"
+_READS_OF_A_CHANGING_DICT = 8
+
+
+@patch(
+    "thunder.core.interpreter:populate_item_wrappers",
+    summary="a dict whose size changes while its items are wrapped (a weakref callback removing an entry) is "
+    "read again, for the items not wrapped yet",
+    why=(
+        "Wrapping the items of a dict runs code (callbacks, allocations) that can drop the last reference to an "
+        "object, and a weak registry's callback then removes its entry: Dynamo's GenerationTracker, which tags "
+        "every module made after torch.compile has run (a loss module made in a model's forward, in traced code), "
+        "is such a dict. The iteration raised 'dictionary changed size during iteration' as an InterpreterError, "
+        "now and then (ViT and Gemma in the test suite). Each reading wraps only items not wrapped yet, so reading "
+        "again completes the wrappers."
+    ),
+)
+def _populate_item_wrappers(original):
+    @functools.wraps(original)
+    def populate_item_wrappers(obj):
+        for _ in range(_READS_OF_A_CHANGING_DICT - 1):
+            try:
+                return original(obj)
+            except RuntimeError as e:
+                if _SIZE_CHANGED not in str(e):
+                    raise
+        return original(obj)
+
+    return populate_item_wrappers
+
+
 # --- Subscripts without interpreted frames (see thunder_symbolic.subscripts) --------------------------------
 
 
