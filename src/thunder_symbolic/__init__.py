@@ -47,11 +47,10 @@ _LAZY = {
         "Dim",
         "RecompileLimitExceeded",
         "RecompileLimitWarning",
-        "fail_on_recompile",
         "mark_dynamic",
         "mark_static",
     ),
-    "thunder_symbolic.diagnostics": ("Miss", "Program", "explain", "recompile_reasons"),
+    "thunder_symbolic.diagnostics": ("Miss", "Program", "explain", "fail_on_recompile", "recompile_reasons"),
     "thunder_symbolic._status": ("Status", "status"),
 }
 

@@ -9,8 +9,9 @@
 - A recompile budget per jitted function (jit options ``recompile_limit``, default 8 as torch.compile's,
   and ``on_recompile_limit``: ``"warn"`` or ``"raise"``; process-wide ``THUNDER_SYMBOLIC_RECOMPILE_LIMIT``
   and ``THUNDER_SYMBOLIC_ON_RECOMPILE_LIMIT``): at its limit a function compiles no more, and a call that none
-  of its programs accepts runs eagerly (``"warn"``, torch.compile's behaviour) or raises. :func:`fail_on_recompile` makes any further recompile
-  of a warmed-up function raise, as ``torch.compiler.set_stance("fail_on_recompile")`` does.
+  of its programs accepts runs eagerly (``"warn"``, torch.compile's behaviour) or raises.
+  ``diagnostics.fail_on_recompile`` makes any further recompile of a warmed-up function raise, as
+  ``torch.compiler.set_stance("fail_on_recompile")`` does.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ __all__ = [
     "default_cache_option",
     "declared_dims",
     "dynamic_shapes_from_options",
-    "fail_on_recompile",
     "mark_dynamic",
     "mark_static",
 ]
@@ -239,13 +239,3 @@ def default_cache_option() -> str | None:
             f"THUNDER_SYMBOLIC_DEFAULT_CACHE must be one of {', '.join(map(repr, _CACHE_OPTION_NAMES))}, got {env!r}"
         )
     return env.strip()
-
-
-def fail_on_recompile(jfn: Any) -> None:
-    """From now on, a recompile of ``jfn`` raises :class:`RecompileLimitExceeded` (serving after warm-up)."""
-    from thunder_symbolic.diagnostics import cache_of
-
-    cache = cache_of(jfn, "fail_on_recompile")
-    if cache is None:
-        raise TypeError("fail_on_recompile needs a function jitted while thunder-symbolic is applied")
-    cache.budget = Budget(max(len(cache), 1), "raise")

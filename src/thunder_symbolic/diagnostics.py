@@ -24,7 +24,7 @@ from thunder_symbolic.controls import Budget, RecompileLimitExceeded, RecompileL
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards.prologue import GuardFailed
 
-__all__ = ["Miss", "Program", "explain", "recompile_reasons"]
+__all__ = ["Miss", "Program", "explain", "fail_on_recompile", "recompile_reasons"]
 
 log = logging.getLogger("thunder_symbolic.recompiles")
 if "recompiles" in os.environ.get("THUNDER_SYMBOLIC_LOG", "").split(","):
@@ -187,6 +187,14 @@ def cache_of(jfn, caller: str) -> MissRecordingCache | None:
         raise TypeError(f"{caller} expects a function returned by thunder.jit, got {type(jfn).__name__}")
     cache = stats.interpreter_cache
     return cache if isinstance(cache, MissRecordingCache) else None
+
+
+def fail_on_recompile(jfn) -> None:
+    """From now on, a recompile of ``jfn`` raises :class:`RecompileLimitExceeded` (serving after warm-up)."""
+    cache = cache_of(jfn, "fail_on_recompile")
+    if cache is None:
+        raise TypeError("fail_on_recompile needs a function jitted while thunder-symbolic is applied")
+    cache.budget = Budget(max(len(cache), 1), "raise")
 
 
 def recompile_reasons(jfn) -> list[Miss]:
