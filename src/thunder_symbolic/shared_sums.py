@@ -101,9 +101,9 @@ def connections() -> dict[str, bool]:
     return {group.group_name: channel is not None for group, channel in _channels.items()}
 
 
-def _start_time(pid: int) -> int | None:
-    """When process ``pid`` started (Linux: /proc/PID/stat's 22nd field, in clock ticks since boot); None where it
-    cannot be read. Raises ProcessLookupError for a process that has ended (a zombie included)."""
+def _process(pid: int) -> tuple[bytes, int] | None:
+    """Process ``pid``'s state and start time (Linux: /proc/PID/stat's 3rd and 22nd fields, the time in clock
+    ticks since boot); None where they cannot be read. Raises ProcessLookupError for a process that has ended."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rpartition(b")")[2].split()
@@ -111,31 +111,31 @@ def _start_time(pid: int) -> int | None:
         raise ProcessLookupError(pid) from None
     except OSError:
         return None
-    if fields[0] in (b"Z", b"X", b"x"):
-        raise ProcessLookupError(pid)
-    return int(fields[19])
+    return fields[0], int(fields[19])
 
 
 def _identity() -> tuple[int, int | None]:
+    """This process: its id and start time (None without /proc), which tell it from a later one with its id."""
     pid = os.getpid()
-    return pid, _start_time(pid)
+    found = _process(pid)
+    return pid, found and found[1]
 
 
 def _gone(identity: tuple[int, int | None]) -> bool:
-    """Whether the process ``identity`` names has ended (or is stopped: it will not take part in a sum)."""
+    """Whether the process ``identity`` names has ended, a zombie included, or is stopped (it will not take part
+    in a sum)."""
     pid, started = identity
     try:
-        if started is None:
+        found = _process(pid) if started is not None else None
+        if found is None:
             os.kill(pid, 0)
             return False
-        if _start_time(pid) != started:
-            return True  # (its id is another process's now)
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rpartition(b")")[2].split()[0] in (b"T", b"t")
     except ProcessLookupError:
         return True
     except OSError:
         return False
+    state, now_started = found
+    return now_started != started or state in (b"Z", b"X", b"x", b"T", b"t")
 
 
 def _remove_stale() -> None:

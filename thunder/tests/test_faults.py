@@ -145,31 +145,31 @@ report(caught)
 """
 
 
-def test_a_missing_target_reverts_every_patch_applied_before_it():
-    out = run(reapply_with("thunder.core.prims:no_such_function", "lambda original: original"))
+KEEP = "lambda original: original"
+FAILS = "fails"  # (defined in the snippet: a setup that raises)
+
+
+@pytest.mark.parametrize(
+    "target, make, named",
+    [
+        # a missing target
+        ("thunder.core.prims:no_such_function", KEEP, "AttributeError"),
+        # a setup that raises (registered last, on thunder's last module: every other patch is applied first)
+        ("thunder.core.utils:check", FAILS, "planted setup failure"),
+        # a later module that does not exist, found out up front
+        ("thunder.no_such_module:f", KEEP, "module thunder.no_such_module not found"),
+    ],
+    ids=["missing-target", "setup-raises", "later-module-missing"],
+)
+def test_a_patch_that_cannot_apply_reverts_every_patch_applied_before_it(target, make, named):
+    out = run("def fails(original):\n    raise ValueError('planted setup failure')\n" + reapply_with(target, make))
     assert "apply: False" in out, out
-    assert_upstream(out, "thunder.core.prims:no_such_function", "AttributeError")
-
-
-def test_a_patch_whose_setup_raises_reverts_every_patch_applied_before_it():
-    # (registered last, on thunder's last module: every other patch of the imported modules is applied first)
-    out = run(
-        "def fails(original):\n    raise ValueError('planted setup failure')\n"
-        + reapply_with("thunder.core.utils:check", "fails")
-    )
-    assert "apply: False" in out, out
-    assert_upstream(out, "thunder.core.utils:check", "planted setup failure")
-
-
-def test_a_later_module_that_does_not_exist_is_found_out_up_front():
-    out = run(reapply_with("thunder.no_such_module:f", "lambda original: original"))
-    assert "apply: False" in out, out
-    assert_upstream(out, "thunder.no_such_module:f", "module thunder.no_such_module not found")
+    assert_upstream(out, target, named)
 
 
 def test_a_patch_of_a_later_module_that_fails_at_its_import_reverts_the_whole_set():
     out = run(
-        reapply_with("thunder.dynamo.utils:no_such_function", "lambda original: original")
+        reapply_with("thunder.dynamo.utils:no_such_function", KEEP)
         + """
 print("before the import:", thunder_symbolic.is_active(), len(patched_bindings()) > 100)
 with warnings.catch_warnings(record=True) as caught:

@@ -26,7 +26,7 @@ def _build_callable(original):
     def build_callable(fn_name, python_str, file_name, ctx):
         program_name = f"{file_name}_{baseutils._exec_ctr}"  # (the name thunder gives this program)
         built = original(fn_name, python_str, file_name, ctx)
-        if linecache.cache.get(program_name, (None,) * 4)[3] == program_name:
+        if program_name in linecache.cache:
             weakref.finalize(built, linecache.cache.pop, program_name, None)
         return built
 
