@@ -11,9 +11,9 @@ import importlib
 import sys
 import warnings
 
-from thunder_symbolic import _registry
-from thunder_symbolic._environment import switch
-from thunder_symbolic._compat import SUPPORTED_RANGE, unsupported_reason
+from thunder_symbolic.activation import registry as _registry
+from thunder_symbolic.activation.compat import SUPPORTED_RANGE, unsupported_reason
+from thunder_symbolic.activation.environment import switch
 
 __all__ = [
     "STATIC",
@@ -51,7 +51,7 @@ _LAZY = {
         "mark_static",
     ),
     "thunder_symbolic.diagnostics": ("Miss", "Program", "explain", "fail_on_recompile", "recompile_reasons"),
-    "thunder_symbolic._status": ("Status", "status"),
+    "thunder_symbolic.activation.status": ("Status", "status"),
 }
 
 

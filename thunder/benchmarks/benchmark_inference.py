@@ -391,7 +391,7 @@ def compile_model(model, args, mode: str, cache: str | None):
         options["transforms"] = [CUDAGraphTransform()]
     executors = thunder.get_default_executors()
     if args.enable_torch_compile_executor:
-        from thunder_symbolic.dtensor_local import with_torch_compile_executor
+        from thunder_symbolic.distributed.dtensor_local import with_torch_compile_executor
 
         executors = with_torch_compile_executor(executors)
     if mode == "thunder":
@@ -760,7 +760,7 @@ def run_one(args, config, ctx: Dist, device: torch.device, mode: str, cache: str
     from torch._dynamo.utils import counters
 
     import thunder
-    from thunder_symbolic import verdict_cache
+    from thunder_symbolic.thunderfx import verdict_cache
 
     torch._dynamo.reset()  # each mode's compiles and graph counts are its own
     counters.clear()
@@ -851,7 +851,7 @@ def small_sums_over_ranks() -> str | None:
     """How thunder's programs summed small CPU tensors over gloo ranks (thunder_symbolic's DTensor local
     executor): through shared memory (ranks of one host) or gloo's all-gather; None where none was made."""
     try:
-        from thunder_symbolic import shared_sums
+        from thunder_symbolic.distributed import shared_sums
     except ImportError:
         return None
     shared = shared_sums.connections().values()

@@ -27,7 +27,7 @@ from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 import thunder
-from thunder_symbolic import dtensor_local
+from thunder_symbolic.distributed import dtensor_local
 from thunder_symbolic.testing import assert_same
 
 DEVICE = os.environ.get("DEVICE", "cpu")

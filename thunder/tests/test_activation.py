@@ -9,8 +9,8 @@ import pytest
 
 import thunder
 import thunder_symbolic
-from thunder_symbolic import _registry
-from thunder_symbolic._compat import SUPPORTED_RANGE
+from thunder_symbolic.activation import registry as _registry
+from thunder_symbolic.activation.compat import SUPPORTED_RANGE
 from thunder_symbolic.testing import run_python, run_torchrun
 
 REPO = Path(__file__).resolve().parents[2]
@@ -147,7 +147,7 @@ def test_unsupported_thunder_version_is_refused_with_a_clear_message():
 
 @pytest.mark.parametrize("torch_version", ["2.15.0", "2.8.0", "3.0.0"])
 def test_unsupported_torch_version_is_named(torch_version):
-    from thunder_symbolic._compat import unsupported_reason
+    from thunder_symbolic.activation.compat import unsupported_reason
 
     message = unsupported_reason("0.2.6", torch_version)
     assert f"torch {torch_version}" in message and SUPPORTED_RANGE in message
@@ -155,7 +155,7 @@ def test_unsupported_torch_version_is_named(torch_version):
 
 @pytest.mark.parametrize("torch_version", ["2.9.1+cu128", "2.10.0", "2.12.1", "2.13.0", "2.14.1+cu130"])
 def test_supported_torch_versions_are_accepted(torch_version):
-    from thunder_symbolic._compat import unsupported_reason
+    from thunder_symbolic.activation.compat import unsupported_reason
 
     assert unsupported_reason("0.2.6", torch_version) is None
 

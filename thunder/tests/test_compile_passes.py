@@ -13,10 +13,10 @@ import dataclasses
 import pytest
 import torch
 import torch.distributed as dist
-
-import thunder
 from thunder.core import trace_interpreter
 from thunder.extend import OperatorExecutor
+
+import thunder
 
 
 @pytest.fixture
@@ -133,7 +133,7 @@ def test_an_operation_under_autocast_is_traced(monkeypatch):
 
 def _original_of(replacement):
     """The thunder function that this package's ``replacement`` patched."""
-    from thunder_symbolic import _registry
+    from thunder_symbolic.activation import registry as _registry
 
     (original,) = [a.original for a in _registry.applied_patches() if a.replacement is replacement]
     return original
@@ -476,7 +476,7 @@ def test_dtensor_fake_runs_of_inputs_made_differently_are_not_shared(one_rank_gr
 
 
 def test_a_fake_runs_key_tells_apart_what_the_run_is_made_from():
-    from thunder_symbolic import fake_runs
+    from thunder_symbolic.distributed import fake_runs
 
     def key(*args):
         return fake_runs.key(torch.mul, args, {})
@@ -906,7 +906,7 @@ def _dynamo_graph(fn, *args) -> torch.fx.GraphModule:
 def test_removing_an_unread_vmap_region_keeps_the_others_and_what_they_read():
     """The vmap region that is read keeps its entering and leaving (FX's dead-code elimination would remove
     them: it counts the pre-dispatch vmap functions as pure), and the graph computes what the function does."""
-    from thunder_symbolic import fx_vmap
+    from thunder_symbolic.thunderfx import fx_vmap
 
     gm = _dynamo_graph(_unread_vmap_then_used_vmap, x := torch.randn(3, 4))
     assert len(fx_vmap.outermost_regions(gm.graph)) == 2
@@ -918,7 +918,7 @@ def test_removing_an_unread_vmap_region_keeps_the_others_and_what_they_read():
 
 def test_a_vmap_region_that_writes_is_kept_though_nothing_reads_it():
     """A region whose computation writes in place outlives itself through what it wrote: it stays."""
-    from thunder_symbolic import fx_vmap
+    from thunder_symbolic.thunderfx import fx_vmap
 
     def writes(x, y):
         torch.vmap(lambda r, s: s.copy_(r * 2))(x, y)
@@ -937,7 +937,7 @@ def test_the_dtensor_local_pass_copies_only_what_reads_a_rewritten_to_local(monk
     to_local was rewritten) was most of the pass. A bound symbol that reads none stays the same object."""
     from torch.distributed.tensor import DeviceMesh, Replicate, Shard, distribute_tensor
 
-    from thunder_symbolic import dtensor_local
+    from thunder_symbolic.distributed import dtensor_local
 
     passes = []
     original = dtensor_local.executor.fusion_pass

@@ -14,8 +14,8 @@ import torch
 from thunder.core import compile_data as compile_data_module
 
 import thunder
-from thunder_symbolic import dispatch
 from thunder_symbolic.guards.compiled_prologue import compile_prologue
+from thunder_symbolic.runtime import dispatch
 
 
 def _functions(jf, entry):

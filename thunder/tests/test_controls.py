@@ -114,7 +114,8 @@ def test_the_default_cache_option_from_the_environment(monkeypatch):
 @pytest.mark.parametrize("value, on", [("0", False), ("false", False), ("No", False), ("off", False), ("1", True),
                                        ("yes", True), ("", True)])  # fmt: skip
 def test_boolean_switches_read_one_way(monkeypatch, tmp_path, value, on):
-    from thunder_symbolic import shared_sums, verdict_cache
+    from thunder_symbolic.distributed import shared_sums
+    from thunder_symbolic.thunderfx import verdict_cache
 
     monkeypatch.setenv("THUNDER_SYMBOLIC_SHARED_SUMS", value)
     monkeypatch.setenv("THUNDER_SYMBOLIC_VERDICT_CACHE", value)
@@ -124,7 +125,7 @@ def test_boolean_switches_read_one_way(monkeypatch, tmp_path, value, on):
 
 
 def test_a_switch_that_is_no_switch_is_an_error(monkeypatch):
-    from thunder_symbolic._environment import switch
+    from thunder_symbolic.activation.environment import switch
 
     monkeypatch.setenv("THUNDER_SYMBOLIC_SHARED_SUMS", "maybe")
     with pytest.raises(ValueError, match="THUNDER_SYMBOLIC_SHARED_SUMS must be one of"):

@@ -5,13 +5,13 @@ import gc
 import sys
 
 import pytest
-import thunder
 import torch
 from thunder.core.pytree import tree_flatten
 
+import thunder
 import thunder_symbolic
-from thunder_symbolic import gc_pause
-from thunder_symbolic.dispatch import alias_groups
+from thunder_symbolic.runtime import gc_pause
+from thunder_symbolic.runtime.dispatch import alias_groups
 from thunder_symbolic.testing import check_against_eager
 
 

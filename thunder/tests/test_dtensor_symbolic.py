@@ -19,7 +19,7 @@ import pytest
 import torch
 from dtensor_programs import CASES, LENGTHS
 
-from thunder_symbolic.shared_sums import RING
+from thunder_symbolic.distributed.shared_sums import RING
 from thunder_symbolic.testing import run_torchrun
 
 PROGRAMS = Path(__file__).with_name("dtensor_programs.py")
@@ -49,7 +49,7 @@ CUDA_COMPILES = {
 }
 
 # The DTensor operations each program (without grad) still runs through DTensor's dispatch; every other
-# one runs on local tensors (thunder_symbolic.dtensor_local). A DTensor the program returns or reads the
+# one runs on local tensors (thunder_symbolic.distributed.dtensor_local). A DTensor the program returns or reads the
 # shape of, or hands to one of these, is made by DTensor.
 THROUGH_DTENSOR = {
     "from_local_shapes": {"dtensor_from_local"},  # its shape is read
@@ -237,8 +237,7 @@ def test_dtensor_program_gradients_match_eager(results, case):
 def test_the_torch_compile_executor_fuses_what_the_dtensor_local_executor_writes():
     """Fusion passes run in the executors' order: the torch.compile executor must see the local operations."""
     import thunder
-
-    from thunder_symbolic.dtensor_local import with_torch_compile_executor
+    from thunder_symbolic.distributed.dtensor_local import with_torch_compile_executor
 
     names = [ex.name for ex in with_torch_compile_executor(thunder.get_default_executors())]
     assert names.index("torchcompile") == names.index("dtensor_local") + 1
@@ -254,9 +253,9 @@ dist.init_process_group("gloo")
 rank, group = dist.get_rank(), dist.group.WORLD.group_name
 if str(rank) not in os.environ["SHARED_ON"].split(","):
     os.environ["THUNDER_SYMBOLIC_SHARED_SUMS"] = "0"
-import thunder_symbolic.dtensor_local as dl
-from thunder_symbolic import shared_sums
-from thunder_symbolic.shared_sums import RING, SharedSums
+import thunder_symbolic.distributed.dtensor_local as dl
+from thunder_symbolic.distributed import shared_sums
+from thunder_symbolic.distributed.shared_sums import RING, SharedSums
 
 torch.manual_seed(rank)
 lines = []  # written at once at the end: the ranks share stdout

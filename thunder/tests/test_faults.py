@@ -16,7 +16,7 @@ import sys, types, warnings
 import torch
 
 def patched_bindings():
-    from thunder_symbolic import _registry
+    from thunder_symbolic.activation import registry as _registry
     found = []
     for name, module in list(sys.modules.items()):
         if not (name == "thunder" or name.startswith("thunder.")):
@@ -135,7 +135,7 @@ def test_the_status_report_exits_zero_when_active_or_switched_off():
 def reapply_with(target: str, make: str) -> str:
     return f"""
 import thunder, thunder_symbolic
-from thunder_symbolic import _registry
+from thunder_symbolic.activation import registry as _registry
 thunder_symbolic.revert()
 _registry.patch({target!r}, summary="planted", why="a fault")({make})
 with warnings.catch_warnings(record=True) as caught:
@@ -207,7 +207,7 @@ RANK = """
 import json, os, signal, sys, time
 from datetime import timedelta
 import torch, torch.distributed as dist
-from thunder_symbolic import shared_sums
+from thunder_symbolic.distributed import shared_sums
 
 rank, world, where, store = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 dist.init_process_group(
@@ -294,7 +294,7 @@ def test_a_file_whose_rank_0_is_gone_is_removed_by_the_next_group(monkeypatch):
     import subprocess
     import sys
 
-    from thunder_symbolic import shared_sums
+    from thunder_symbolic.distributed import shared_sums
 
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     pid = int(ended.stdout)

@@ -11,12 +11,12 @@ so these tests give the patch a recording checker and watch when it is asked.
 import pytest
 import torch
 import torch.nn.functional as F
-
-import thunder
 from thunder.executors import sdpaex
 from thunder.extend import ImplInfo
 from thunder.torch import scaled_dot_product_attention
-from thunder_symbolic import gradient_choice
+
+import thunder
+from thunder_symbolic.autodiff import gradient_choice
 from thunder_symbolic.patches import executors_sdpaex
 from thunder_symbolic.testing import check_against_eager
 

@@ -1,4 +1,5 @@
-"""How the ranks of a process group agree to sum through shared memory (thunder_symbolic.shared_sums), in one
+"""How the ranks of a process group agree to sum through shared memory (thunder_symbolic.distributed.shared_sums),
+in one
 process: the sums themselves, over 2 ranks, are tested in test_dtensor_symbolic.py."""
 
 import os
@@ -6,7 +7,7 @@ import platform
 
 import pytest
 
-from thunder_symbolic import shared_sums
+from thunder_symbolic.distributed import shared_sums
 
 
 def _no_memory(*args, **kwargs):
@@ -54,11 +55,14 @@ def test_no_shared_mapping_where_dev_shm_has_no_room(monkeypatch):
     assert made and not any(os.path.exists(path) for path in made)
 
 
-@pytest.mark.parametrize("value, machine, expected", [
-    (None, "x86_64", True),
-    ("0", "x86_64", False),
-    (None, "aarch64", False),  # the ordering of the published numbers holds on x86-64 only
-])
+@pytest.mark.parametrize(
+    "value, machine, expected",
+    [
+        (None, "x86_64", True),
+        ("0", "x86_64", False),
+        (None, "aarch64", False),  # the ordering of the published numbers holds on x86-64 only
+    ],
+)
 def test_shared_sums_are_enabled_on_x86_64_unless_switched_off(monkeypatch, value, machine, expected):
     if value is None:
         monkeypatch.delenv("THUNDER_SYMBOLIC_SHARED_SUMS", raising=False)

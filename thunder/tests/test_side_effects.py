@@ -1,6 +1,6 @@
 """Python side effects of a jitted program are made on every call, as eager Python makes them, not once while
 tracing (thunder 0.2.6) and not refused: attributes, containers, globals, closure cells, classes, new objects,
-logging and warnings (see thunder_symbolic.side_effects).
+logging and warnings (see thunder_symbolic.semantics.side_effects).
 
 Each case runs a program eagerly and jitted, call by call, and compares the outputs and the state it changed, with
 the compile count, under both cache options.
@@ -16,7 +16,6 @@ from torch import nn
 from transformers.utils import logging as transformers_logging
 
 import thunder
-
 from thunder_symbolic.testing import assert_same, check_against_eager
 
 CACHES = pytest.mark.parametrize("cache", ["symbolic values", "constant values"])

@@ -18,8 +18,8 @@ from program_generator import Scale  # a non-tensor argument: Dynamo's two autog
 
 import thunder
 import thunder_symbolic
-from thunder_symbolic import _registry
-from thunder_symbolic.autograd_apply import BUILTIN_APPLY_KEY
+from thunder_symbolic.activation import registry as _registry
+from thunder_symbolic.autodiff.autograd_apply import BUILTIN_APPLY_KEY
 from thunder_symbolic.import_patches import torch_default_torch_ops
 from thunder_symbolic.testing import assert_same, check_against_eager
 

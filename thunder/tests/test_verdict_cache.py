@@ -15,7 +15,8 @@ import warnings
 import pytest
 import torch
 
-from thunder_symbolic import ThunderSymbolicWarning, verdict_cache
+from thunder_symbolic import ThunderSymbolicWarning
+from thunder_symbolic.thunderfx import verdict_cache
 
 PROGRAM = textwrap.dedent(
     """

@@ -1,4 +1,5 @@
-"""Import patches: changes made while a thunder module executes (see :class:`thunder_symbolic._registry.ImportPatch`).
+"""Import patches: changes made while a thunder module executes (see
+:class:`thunder_symbolic.activation.registry.ImportPatch`).
 
 One module per upstream file, named after it like :mod:`thunder_symbolic.patches`; unlike those they
 import torch only, because they are registered before thunder is imported.

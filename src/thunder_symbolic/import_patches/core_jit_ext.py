@@ -6,8 +6,8 @@ import contextlib
 
 import torch
 
-from thunder_symbolic._registry import import_patch
-from thunder_symbolic.autograd_apply import BUILTIN_APPLY_KEY, apply_is_builtin
+from thunder_symbolic.activation.registry import import_patch
+from thunder_symbolic.autodiff.autograd_apply import BUILTIN_APPLY_KEY, apply_is_builtin
 
 
 @import_patch(

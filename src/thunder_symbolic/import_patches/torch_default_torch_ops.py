@@ -6,7 +6,7 @@ import contextlib
 
 import torch
 
-from thunder_symbolic._registry import import_patch
+from thunder_symbolic.activation.registry import import_patch
 
 # Named-tensor methods torch 2.13 removed; thunder 0.2.6's table of automatically registered operators
 # reads each as ``torch.Tensor.<name>`` while the module executes.

@@ -1,6 +1,6 @@
 """One module per upstream file the patch set changes, named after it.
 
-Importing this package registers every patch (see :mod:`thunder_symbolic._registry`); applying them
+Importing this package registers every patch (see :mod:`thunder_symbolic.activation.registry`); applying them
 is :func:`thunder_symbolic.apply`'s job.
 """
 

@@ -6,7 +6,7 @@ from thunder.core import devices, dtypes, prims, utils
 from thunder.core.proxies import IntegerProxy, NumberProxy
 from thunder.core.pytree import tree_map
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 from thunder_symbolic.guards.prologue import check_float_value
 from thunder_symbolic.guards.recorder import python_value
 

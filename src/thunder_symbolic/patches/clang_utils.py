@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 
 
 def _identical(shapes) -> bool:

@@ -8,7 +8,7 @@ import weakref
 
 from thunder.core import baseutils
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 
 
 @patch(

@@ -7,7 +7,7 @@ import functools
 
 import torch
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 from thunder_symbolic.guards import recorder as guard_recorder
 
 _OBSERVATION = dict(
@@ -19,9 +19,9 @@ _OBSERVATION = dict(
     upstream="Lightning-AI/lightning-thunder#463",
 )
 
-patch(
-    "thunder.core.codeutils:is_printable", summary="is_printable runs with guard recording paused", **_OBSERVATION
-)(guard_recorder.unobserved)
+patch("thunder.core.codeutils:is_printable", summary="is_printable runs with guard recording paused", **_OBSERVATION)(
+    guard_recorder.unobserved
+)
 
 
 @patch(
@@ -29,8 +29,7 @@ patch(
     summary="prettyprint runs with guard recording paused; a torch.return_types named tuple prints as "
     "`torch.return_types.topk((t0, t1))`, and a string with a double quote or a backslash in a container as "
     "its repr",
-    why=_OBSERVATION["why"]
-    + " A named tuple (the result of torch.topk, sort, max with a dim...) printed as its repr, "
+    why=_OBSERVATION["why"] + " A named tuple (the result of torch.topk, sort, max with a dim...) printed as its repr, "
     "`torch.return_types.topk(values=t0, indices=t1)`, which is not how one is built: a trace passing or "
     "returning one failed with \"structseq() missing required argument 'sequence'\". And thunder prints a "
     "container by repr-ing its printed items once more: a string holding a double quote became invalid Python "

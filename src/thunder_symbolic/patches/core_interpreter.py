@@ -28,10 +28,10 @@ from thunder.core.interpreter import (
 )
 from thunder.core.proxies import IntegerProxy, Proxy, TensorProxy
 
-from thunder_symbolic import numpy_numbers, side_effects, sizes, subscripts
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards import values as value_guards
+from thunder_symbolic.semantics import numpy_numbers, side_effects, sizes, subscripts
 
 
 def _tensor_len(t: TensorProxy):
@@ -184,7 +184,7 @@ def _populate_item_wrappers(original):
     return populate_item_wrappers
 
 
-# --- Subscripts without interpreted frames (see thunder_symbolic.subscripts) --------------------------------
+# --- Subscripts without interpreted frames (see thunder_symbolic.semantics.subscripts) --------------------------------
 
 
 @patch(
@@ -361,7 +361,8 @@ def _wrap_args_from_list(original):
     "thunder.core.interpreter:_default_opcode_handler_map",
     summary="BINARY_SUBSCR of a tuple or list by an int, or of a dict by a str, calls the interpreter's lookaside "
     "directly instead of interpreting `obj.__getitem__(index)` (same wrapped value and provenance); a slice, "
-    "sum or repetition of a size is marked a size (see thunder_symbolic.sizes); assigning or deleting a global "
+    "sum or repetition of a size is marked a size (see thunder_symbolic.semantics.sizes); assigning or deleting a "
+    "global "
     "or a closure variable of a function reached through the inputs is replayed by the epilogue; an object's "
     "`__dict__` or a module's `_modules` read in traced code has its keys checked; `del obj.name` of an object "
     "the program was given is replayed by the epilogue; a numpy number meeting a "
@@ -427,7 +428,7 @@ def _checking_dict_reads(handler):
 def _deleting_attributes(handler):
     """``handler`` of DELETE_ATTR under thunder.jit: ``del obj.name`` with ``obj`` wrapped (0.2.6 deleted it from the
     unwrapped object, natively, and the trace kept reading the deleted value), recorded for the replay where ``obj``
-    existed before the call (see thunder_symbolic.side_effects)."""
+    existed before the call (see thunder_symbolic.semantics.side_effects)."""
 
     def delete_attr_handler(inst, /, stack, co, **kwargs):
         read, effects = value_guards.current(), side_effects.current()
@@ -452,7 +453,8 @@ def _deleting_attributes(handler):
 def _recording_stores(handler, target, verb: str):
     """``handler`` of STORE/DELETE_GLOBAL or _DEREF, which changes a global of, or a closure variable captured by,
     a function reached through the inputs natively: the change is recorded for the replay (put back when the trace
-    ends, made again by every call's epilogue: see thunder_symbolic.side_effects). Globals of library modules and
+    ends, made again by every call's epilogue: see thunder_symbolic.semantics.side_effects). Globals of library
+    modules and
     cells made while tracing are the traced code's own."""
     kind = "globals" if target is _globals_of else "cell"
 

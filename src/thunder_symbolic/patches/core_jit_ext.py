@@ -11,7 +11,6 @@ from functools import partial
 from typing import Any
 
 import torch
-from thunder import clang
 from thunder.core import compile_data, devices, dtypes
 from thunder.core.interpreter import (
     INTERPRETER_CALLBACKS,
@@ -29,33 +28,36 @@ from thunder.core.interpreter import (
     wrap_const,
 )
 from thunder.core.jit_ext import EXT_FLAG_IS_MODULE_MEMBER_DICT, get_jit_ctx
+from thunder.core.proxies import IntegerProxy, NumberProxy, Proxy, TensorProxy, variableify
 from thunder.core.symbol import Symbol
 from thunder.core.utils import is_hashable
-from thunder.core.proxies import IntegerProxy, NumberProxy, Proxy, TensorProxy, variableify
 from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 from torch.fx._lazy_graph_module import _LazyGraphModule
 
-from thunder_symbolic import hf_masks, module_calls, numpy_numbers, side_effects, sizes, tensor_methods
-from thunder_symbolic._cache_option import constant_values
-from thunder_symbolic._registry import patch
-from thunder_symbolic.autograd_apply import BUILTIN_APPLY_KEY, builtin_apply_owner
-from thunder_symbolic.guards import algebra
+from thunder import clang
+from thunder_symbolic.activation.registry import patch
+from thunder_symbolic.autodiff.autograd_apply import BUILTIN_APPLY_KEY, builtin_apply_owner
+from thunder_symbolic.guards import algebra, refusals
 from thunder_symbolic.guards import recorder as guard_recorder
-from thunder_symbolic.guards import refusals
 from thunder_symbolic.guards import values as value_guards
 from thunder_symbolic.guards.prologue import check_dtensor_layout, check_symbolic_guards, dtensor_layout
-from thunder_symbolic.number_ops import apply_number_op, sym_sum
-from thunder_symbolic.opaque import interpreted, is_opaque, opaque
-from thunder_symbolic.torch_composites import COMPOSITES
+from thunder_symbolic.runtime.cache_option import constant_values
+from thunder_symbolic.semantics import hf_masks, module_calls, numpy_numbers, side_effects, sizes, tensor_methods
+from thunder_symbolic.semantics.number_ops import apply_number_op, sym_sum
+from thunder_symbolic.semantics.opaque import interpreted, is_opaque, opaque
+from thunder_symbolic.semantics.torch_composites import COMPOSITES
 
 UPSTREAM = "Lightning-AI/lightning-thunder#463"
 
 
 class _LookasideMap(dict):
-    """thunder's general-jit lookaside table, extended by the functions marked :func:`thunder_symbolic.opaque.opaque`
-    and by torch's builtin ``Function.apply`` (torch >= 2.13; see :mod:`thunder_symbolic.autograd_apply`); logging,
-    ``warnings.warn`` and ``print`` are made by the epilogue on every call (see :mod:`thunder_symbolic.side_effects`);
-    transformers' masks are traced without vmap (:mod:`thunder_symbolic.hf_masks`); a draw
+    """thunder's general-jit lookaside table, extended by the functions marked
+    :func:`thunder_symbolic.semantics.opaque.opaque`
+    and by torch's builtin ``Function.apply`` (torch >= 2.13; see :mod:`thunder_symbolic.autodiff.autograd_apply`);
+    logging,
+    ``warnings.warn`` and ``print`` are made by the epilogue on every call (see
+    :mod:`thunder_symbolic.semantics.side_effects`);
+    transformers' masks are traced without vmap (:mod:`thunder_symbolic.semantics.hf_masks`); a draw
     from a Python random number generator, seeding a torch one and a clock's reading are refused (see
     :mod:`thunder_symbolic.guards.refusals`), a read of process state is checked (value_guards.reads_state)."""
 
@@ -114,7 +116,7 @@ def _checked_state_read(fn, *args, **kwargs):
     "reaches its lookaside, and Dynamo's autograd_function_apply its lookaside in torch >= 2.12's form; a "
     "tensor's methods (x.float()) are bound and called without interpreting thunder's lookup and partial call, "
     "a module without hooks is called as its forward and its members are read without interpreting torch's "
-    "__getattr__ (thunder_symbolic.module_calls); "
+    "__getattr__ (thunder_symbolic.semantics.module_calls); "
     "a symbolic number has its Python type's attributes (n.real symbolic, n.bit_length() of the pinned value); "
     "vars(obj) reads obj.__dict__ through the interpreter and has its keys checked; type(obj) reads "
     "obj.__class__ (what is read of the class is checked); a draw from a Python random number generator is "
@@ -144,9 +146,11 @@ def _checked_state_read(fn, *args, **kwargs):
         "whose first call generates their code: interpreted, that failed on every graph ('MappingKeysView' has no "
         "len()); and its autograd_function_apply lost `args_tensor_mask` (KeyError for any custom autograd.Function "
         "under thunderfx). 0.2.6 has no operator for torch.eye ('not yet supported'), and ran F.unfold for "
-        "Tensor.unfold (see thunder_symbolic.torch_composites). Each tensor method call interpreted thunder's "
+        "Tensor.unfold (see thunder_symbolic.semantics.torch_composites). Each tensor method call interpreted "
+        "thunder's "
         "emulation of attribute lookup, TensorProxy.__getattr__ and a partial's call: about a fifth of a compile of "
-        "the inference benchmark's prefill (see thunder_symbolic.tensor_methods); each module call interpreted torch's "
+        "the inference benchmark's prefill (see thunder_symbolic.semantics.tensor_methods); each module call "
+        "interpreted torch's "
         "`Module.__call__` and its eight hook tests, a third of a small decoder's tracing, and each member read its "
         "`__getattr__`, whose membership tests had every attribute of the module checked. `n.real`, `n.bit_length()` "
         "or `s.is_integer()` of a symbolic number failed with AttributeError. `vars` ran natively: what the code read "
@@ -272,7 +276,7 @@ def _autograd_function_apply_without_ctx(lookaside):
         "and take only `correction`: `x.var(1, unbiased=False)` failed. thunder's _grouped_mm names torch's `offs` "
         "and `out_dtype` `offsets` and `dtype`: `torch._grouped_mm(x, w, offs=offsets)` failed with a TypeError. "
         "`x * np.float32(0.5)`, `torch.full(shape, np.int64(3))` and `np.sqrt(d)` of a float argument failed (see "
-        "thunder_symbolic.numpy_numbers)."
+        "thunder_symbolic.semantics.numpy_numbers)."
     ),
     upstream=UPSTREAM,
 )
@@ -427,7 +431,7 @@ def _recording_native_stores(lookaside):
     """``setattr`` of a class the program was given or reads (``Cfg.scale = 2``, ``cls.FOO = True`` in a
     classmethod), or of an object whose type's ``__setattr__`` is C code (``types.SimpleNamespace``), is made
     natively, as thunder makes it (reads after it see it), and recorded for the replay (see
-    :mod:`thunder_symbolic.side_effects`): put back when the trace ends, made again by every call's epilogue.
+    :mod:`thunder_symbolic.semantics.side_effects`): put back when the trace ends, made again by every call's epilogue.
     Other objects' attributes go to thunder's copy of their ``__dict__`` (``object.__setattr__``'s lookaside), from
     which the replay takes them."""
 
@@ -1150,7 +1154,7 @@ def _propagate_constraints(original):
 @patch(
     "thunder.core.jit_ext:process_recorded_modifications",
     summary="the epilogue replays every change the trace made to Python state that existed before the call "
-    "(thunder_symbolic.side_effects): attributes of any object (the jitted module itself, plain objects, "
+    "(thunder_symbolic.semantics.side_effects): attributes of any object (the jitted module itself, plain objects, "
     "classes), lists, dicts and sets read from the inputs, globals and closure cells, new objects stored there, "
     "logging and warnings; module buffers stay thunder's; a module the program makes keeps its own buffers",
     why=(
@@ -1190,7 +1194,8 @@ def _process_recorded_modifications(original):
 @patch(
     "thunder.core.jit_ext:build_value_from_wrapped",
     summary="an object the program made and returns (a class defined in Python, not a dataclass) is made anew by the "
-    "epilogue on every call, with the call's values (thunder_symbolic.side_effects.made_anew); runs with guard "
+    "epilogue on every call, with the call's values (thunder_symbolic.semantics.side_effects.made_anew); runs with "
+    "guard "
     "recording paused",
     why=(
         '0.2.6 cannot return such an object ("unhandled value of type DynamicCache": any transformers model called '

@@ -19,7 +19,7 @@ import sys
 import types
 import weakref
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 
 _SEEN = "_thunder_symbolic_seen"  # on a ThunderModule: what its dicts were filled from, by name
 _MEMBERS = "_thunder_symbolic_members"  # on a ThunderModule: (members dicts, names, values) of the members seen

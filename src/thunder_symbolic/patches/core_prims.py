@@ -8,7 +8,7 @@ from thunder.core import utils
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.proxies import CONSTRAINT, NumberProxy, TensorProxy, numberproxy
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 from thunder_symbolic.guards import recorder as guard_recorder
 
 

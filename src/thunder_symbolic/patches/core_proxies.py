@@ -14,14 +14,14 @@ from thunder.core.trace import get_tracectx
 from torch._subclasses.fake_tensor import FakeTensor
 
 from thunder_symbolic import controls
-from thunder_symbolic._cache_option import constant_values
-from thunder_symbolic._registry import patch
-from thunder_symbolic.dtensor_state import local_tensor_provenance, symbolic_shapes_of
+from thunder_symbolic.activation.registry import patch
+from thunder_symbolic.distributed.dtensor_state import local_tensor_provenance, symbolic_shapes_of
 from thunder_symbolic.guards import algebra
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards import values as value_guards
-from thunder_symbolic.number_ops import apply_number_op
-from thunder_symbolic.opaque import opaque
+from thunder_symbolic.runtime.cache_option import constant_values
+from thunder_symbolic.semantics.number_ops import apply_number_op
+from thunder_symbolic.semantics.opaque import opaque
 
 
 def _from_fake_run(t: torch.Tensor) -> bool:

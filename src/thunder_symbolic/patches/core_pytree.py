@@ -13,7 +13,7 @@ import functools
 import optree
 from thunder.core import pytree
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 
 # Containers 0.2.6's tree_flatten accepts: its check of the argument's type is decided for them.
 _CONTAINERS = frozenset({tuple, list, dict})

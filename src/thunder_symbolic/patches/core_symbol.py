@@ -13,7 +13,7 @@ from thunder.core.proxies import CollectionProxy, NumberProxy, Proxy, TensorProx
 from thunder.core.pytree import tree_flatten
 from thunder.core.trace import get_tracectx
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 
 _PRODUCED = "_thunder_symbolic_produced"
 # Unpacking hands over values made elsewhere (inputs, saved tensors): where their dims are needed, the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 
 
 @patch(

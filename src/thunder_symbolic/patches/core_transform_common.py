@@ -11,7 +11,7 @@ from thunder.core.pytree import tree_flatten
 from thunder.core.trace import TraceProvenance, from_trace
 from thunder.executors import torchex
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 
 
 def ensure_dims_produced(trace):

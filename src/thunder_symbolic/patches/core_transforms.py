@@ -15,12 +15,13 @@ from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunder.core.pytree import tree_map
 from thunder.core.transforms import augmented_forward_pass, backward_pass, put_grads, sum_to, vjp
 
-from thunder_symbolic import gradient_choice, number_ops
-from thunder_symbolic._registry import patch
-from thunder_symbolic.complex_grads import RealOnlyRules
-from thunder_symbolic.fallback_grads import FallbackGradsFlattened
-from thunder_symbolic.grad_rules import GradRules, grad_rule, rules, zero_padded
-from thunder_symbolic.scalar_grads import ScalarGradsSummed
+from thunder_symbolic.activation.registry import patch
+from thunder_symbolic.autodiff import gradient_choice
+from thunder_symbolic.autodiff.complex_grads import RealOnlyRules
+from thunder_symbolic.autodiff.fallback_grads import FallbackGradsFlattened
+from thunder_symbolic.autodiff.grad_rules import GradRules, grad_rule, rules, zero_padded
+from thunder_symbolic.autodiff.scalar_grads import ScalarGradsSummed
+from thunder_symbolic.semantics import number_ops
 
 
 @grad_rule(PrimIDs.SLICE)
@@ -86,7 +87,7 @@ def _mul_grad(a, b):
 @grad_rule(PrimIDs.ATAN2)
 def _atan2_grad(a, b):
     """PyTorch's rule, ``g * b / (a² + b²)`` and ``-g * a / (a² + b²)``, as a grad rule: 0.2.6's is an
-    augmented forward, whose gradients bypass the table (:mod:`thunder_symbolic.scalar_grads` sums those of
+    augmented forward, whose gradients bypass the table (:mod:`thunder_symbolic.autodiff.scalar_grads` sums those of
     a 0-d operand only for the table's rules)."""
     result = prims.atan2(a, b)
     g = get_grad(result)
@@ -219,13 +220,15 @@ def _grouped_mm_grad(a, b, offsets):
 @patch(
     "thunder.core.transforms:_grad_fn_map",
     summary=(
-        "grad rules of thunder_symbolic.grad_rules: slice, cat and the fallback ops of "
-        "thunder_symbolic.fallback_shapes keep symbolic sizes symbolic; a complex product's gradient is "
+        "grad rules of thunder_symbolic.autodiff.grad_rules: slice, cat and the fallback ops of "
+        "thunder_symbolic.semantics.fallback_shapes keep symbolic sizes symbolic; a complex product's gradient is "
         "conjugated and the rules that are not right for complex tensors refuse them; _grouped_mm and the DTensor "
-        "prims of tensor parallelism (thunder_symbolic.dtensor_grads), minimum, remainder, lerp and flip get "
-        "rules; the gradient of a 0-d tensor broadcast as a number is summed to 0-d (thunder_symbolic.scalar_grads); "
+        "prims of tensor parallelism (thunder_symbolic.distributed.dtensor_grads), minimum, remainder, lerp and flip "
+        "get "
+        "rules; the gradient of a 0-d tensor broadcast as a number is summed to 0-d "
+        "(thunder_symbolic.autodiff.scalar_grads); "
         "index_put and the fallback ops get rules that pair gradients with the right arguments "
-        "(thunder_symbolic.fallback_grads); nll_loss gets one that runs"
+        "(thunder_symbolic.autodiff.fallback_grads); nll_loss gets one that runs"
     ),
     why=(
         "0.2.6's slice rule converts its pad widths to Python ints, baking the first input's sizes into "
@@ -234,7 +237,8 @@ def _grouped_mm_grad(a, b, offsets):
         "backwards needed one program per input shape, as did those of fallback ops (narrow, new_full, "
         "view_as_complex...: a fake run of torch's vjp on the traced sizes). 0.2.6's product rule gives wrong "
         "gradients for complex factors (Llama 4's rotary embedding), under either cache option, as do its other "
-        "rules that are not linear (they now refuse complex tensors, thunder_symbolic.complex_grads). 0.2.6 has no "
+        "rules that are not linear (they now refuse complex tensors, thunder_symbolic.autodiff.complex_grads). 0.2.6 "
+        "has no "
         "rule for _grouped_mm, from_local, to_local, redistribute, a DTensor linear, minimum, remainder, lerp or "
         "flip: MoE experts, tensor-parallel modules and programs with those ops failed in grad mode. A 0-d CPU "
         "tensor combined with a larger tensor (x + x.sum()) got the other operand's gradient: a failed backward, "
@@ -253,7 +257,7 @@ def _grad_fn_map(original):
     summary="thunder's augmented forwards (old-style grad rules) refuse complex tensors unless complex-safe",
     why=(
         "0.2.6's rules never conjugate: through sqrt, exp2, sinh... of a complex tensor its gradients differed "
-        "from eager's, silently (thunder_symbolic.complex_grads lists the rules that are right for them)."
+        "from eager's, silently (thunder_symbolic.autodiff.complex_grads lists the rules that are right for them)."
     ),
 )
 def _augmented_forward_impls(original):

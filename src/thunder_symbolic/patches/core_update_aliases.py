@@ -18,7 +18,7 @@ from thunder.core.pytree import tree_flatten
 from thunder.core.trace import TraceProvenance, from_trace, tracectx
 from thunder.executors import torchex
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 
 
 def _input_alias_meta(first: TensorProxy, alias: TensorProxy, /) -> TensorProxy:

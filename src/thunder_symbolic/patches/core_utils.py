@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from thunder.core import pytree
 from thunder.core.proxies import Proxy
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 
 
 @patch(

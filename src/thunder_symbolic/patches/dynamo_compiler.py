@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import functools
 
-from thunder_symbolic import fx_vmap, gc_pause
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
+from thunder_symbolic.runtime import gc_pause
+from thunder_symbolic.thunderfx import fx_vmap
 
 
 @patch(

@@ -8,8 +8,9 @@ import weakref
 
 import torch
 
-from thunder_symbolic import fx_vmap, sizes, verdict_cache
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
+from thunder_symbolic.semantics import sizes
+from thunder_symbolic.thunderfx import fx_vmap, verdict_cache
 
 
 @patch(
@@ -60,14 +61,15 @@ def _script_object_input(node: torch.fx.Node) -> torch.fx.Node | None:
     "redistribute) is left to PyTorch with a split reason; fallback ops with symbolic shapes, torch.sym_sum and "
     "torch.Size stay in thunder; a node's verdict is computed once, and a node supported like an earlier one (the "
     "same operation on inputs of the same kinds, shapes and types: the next layer's) shares its verdict, and a kind "
-    "found supported is kept across processes (thunder_symbolic.verdict_cache)",
+    "found supported is kept across processes (thunder_symbolic.thunderfx.verdict_cache)",
     why=(
         "From torch 2.12 Dynamo puts the DeviceMesh of tensor-parallel code in the graph as a fake script object "
         "and keeps DTensor methods as method calls: thunderfx failed on such graphs ('tree_flatten of type "
         "FakeScriptObject is not supported', then the assertion 'Failed to find method redistribute') instead "
         "of splitting them off. 0.2.6 leaves every fallback op to PyTorch: the rotary embedding's "
         "view_as_complex, view_as_real and polar split each attention block into four thunder programs; those "
-        "of thunder_symbolic.fallback_shapes keep symbolic sizes and now run in thunder. 0.2.6 has no mapping "
+        "of thunder_symbolic.semantics.fallback_shapes keep symbolic sizes and now run in thunder. 0.2.6 has no "
+        "mapping "
         "for torch.sym_sum, which Dynamo writes for the length of a growing KV cache: every attention block "
         "was split around it (a decode step of the inference benchmark ran 6 thunder programs and 3 Inductor "
         "graphs of one addition each), nor for torch.Size, which Dynamo writes for `x.shape[:-1] + (-1,)` with "
@@ -82,8 +84,8 @@ def _script_object_input(node: torch.fx.Node) -> torch.fx.Node | None:
 def _is_node_supported_by_thunder(original):
     from thunder.dynamo.utils import SplitReason, SplitReasonType, try_execute_thunder_symbol
 
-    from thunder_symbolic.fallback_shapes import torch_functions
-    from thunder_symbolic.number_ops import sym_sum
+    from thunder_symbolic.semantics.fallback_shapes import torch_functions
+    from thunder_symbolic.semantics.number_ops import sym_sum
 
     kept_in_thunder = torch_functions() | {torch.sym_sum: sym_sum, torch.Size: sizes.size_of}  # -> what thunder runs
 

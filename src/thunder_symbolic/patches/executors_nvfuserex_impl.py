@@ -18,7 +18,7 @@ from collections.abc import Callable
 from numbers import Number
 from typing import Any
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 
 _IMPL = "thunder.executors.nvfuserex_impl"
 

@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 
 
 @patch(
@@ -29,7 +29,7 @@ def _transform_for_execution(original):
         extrace = original(trace, executors_list)
         if not torch.distributed.is_available():
             return extrace
-        from thunder_symbolic import dtensor_local
+        from thunder_symbolic.distributed import dtensor_local
 
         return dtensor_local.schedule(extrace) if dtensor_local.executor in executors_list else extrace
 
@@ -68,9 +68,7 @@ def _transform_for_operator_executor_execution(original):
         began = time.perf_counter_ns()
         extrace, _ = _operator_lowering()(trace, executors_list)()
         took = (time.perf_counter_ns() - began) // 1_000_000
-        extrace.set_provenance(
-            TraceProvenance(f"Transform for operator executor execution (took {took} milliseconds)")
-        )
+        extrace.set_provenance(TraceProvenance(f"Transform for operator executor execution (took {took} milliseconds)"))
         return extrace
 
     return _transform_for_operator_executor_execution

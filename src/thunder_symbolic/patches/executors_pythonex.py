@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from thunder.executors import pythonex
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 from thunder_symbolic.guards.compiled_prologue import device_text
 
 

@@ -6,12 +6,13 @@ import functools
 
 from thunder.extend import ImplInfo
 
-from thunder_symbolic import gradient_choice
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
+from thunder_symbolic.autodiff import gradient_choice
 
 
 def only_for_gradients(checker):
-    """``checker`` asked only while thunder picks a gradient transform (:mod:`thunder_symbolic.gradient_choice`);
+    """``checker`` asked only while thunder picks a gradient transform
+    (:mod:`thunder_symbolic.autodiff.gradient_choice`);
     otherwise the operation is left to the next executor.
 
     The sdpa executor differs from the torch executor's ``scaled_dot_product_attention`` only in grad mode,

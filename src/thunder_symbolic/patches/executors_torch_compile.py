@@ -10,7 +10,7 @@ from thunder.core.pytree import tree_flatten
 from thunder.extend import ImplInfo
 from thunder.torch.experimental.dtensor_proxy import is_dtensor_proxy
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 
 
 @patch(
@@ -33,7 +33,7 @@ def _implmap(original):
     left_out = {PrimIDs.SHAPE, PrimIDs.UPDATE_ALIASES} | {op for op in original if _is_dtensor_operation(op)}
     implmap = {op: ImplInfo(checker=_involves_plain_tensors) for op in original if op not in left_out}
     if torch.distributed.is_available():
-        from thunder_symbolic.dtensor_local import FUSIBLE, executor
+        from thunder_symbolic.distributed.dtensor_local import FUSIBLE, executor
 
         implmap |= {executor.opmap[name].id: ImplInfo() for name in FUSIBLE}
     return implmap
@@ -138,4 +138,3 @@ def _fusion_pass(original):
         return original(self, trace)
 
     return fusion_pass
-

@@ -9,7 +9,7 @@ import torch
 from thunder.core import dtypes
 from thunder.extend import ImplInfo
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 
 
 @functools.cache

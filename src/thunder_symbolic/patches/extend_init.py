@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 
 
 @patch(
@@ -14,12 +14,12 @@ from thunder_symbolic._registry import patch
         "thunder runs every DTensor operation of a trace through DTensor's dispatch, which costs more than "
         "the local computation on a decode step (about 90 µs a linear on CPU). Where the result's placements "
         "say DTensor computes locally, the executor's fusion pass writes the local computation instead "
-        "(see thunder_symbolic.dtensor_local)."
+        "(see thunder_symbolic.distributed.dtensor_local)."
     ),
 )
 def _default_executors(original):
     if not torch.distributed.is_available():
         return original
-    from thunder_symbolic.dtensor_local import executor
+    from thunder_symbolic.distributed.dtensor_local import executor
 
     return [executor, *original]

@@ -6,10 +6,10 @@ from thunder.core import compile_data
 from thunder.core.options import CACHE_OPTIONS
 
 from thunder_symbolic import controls
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 from thunder_symbolic.diagnostics import MissRecordingCache, eager_past_limit
-from thunder_symbolic.dispatch import fast_call_path
 from thunder_symbolic.guards import backward_watch
+from thunder_symbolic.runtime.dispatch import fast_call_path
 
 
 @patch(

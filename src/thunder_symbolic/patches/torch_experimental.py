@@ -12,15 +12,15 @@ from thunder.core.proxies import CONSTRAINT, IntegerProxy, NumberProxy, TensorPr
 from thunder.core.pytree import tree_flatten
 from thunder.torch.experimental.dtensor_proxy import DTensorProxy
 
-from thunder_symbolic import fake_runs
-from thunder_symbolic._cache_option import constant_values
-from thunder_symbolic._registry import patch
-from thunder_symbolic.dtensor_state import local_tensor_provenance, symbolic_result, symbolic_shapes_of
+from thunder_symbolic.activation.registry import patch
+from thunder_symbolic.distributed import fake_runs
+from thunder_symbolic.distributed.dtensor_state import local_tensor_provenance, symbolic_result, symbolic_shapes_of
 from thunder_symbolic.guards import recorder as guard_recorder
-from thunder_symbolic.opaque import opaque
+from thunder_symbolic.runtime.cache_option import constant_values
+from thunder_symbolic.semantics.opaque import opaque
 
 if torch.distributed.is_available():
-    import thunder_symbolic.dtensor_grads  # noqa: F401  registers the DTensor grad rules
+    import thunder_symbolic.distributed.dtensor_grads  # noqa: F401  registers the DTensor grad rules
 
 
 @patch(
@@ -132,9 +132,9 @@ def _fake_tensor_mode(original):
     why=(
         "DTensor meta functions run the torch op on fake tensors built from the traced sizes, and read "
         "number arguments' values directly: nothing guarded the numbers, and every size became a pin, so "
-        "DTensor programs recompiled for every sequence length (see thunder_symbolic.dtensor_shapes). A "
+        "DTensor programs recompiled for every sequence length (see thunder_symbolic.distributed.dtensor_shapes). A "
         "compile ran each operation's fake run three times, and once more per layer (see "
-        "thunder_symbolic.fake_runs)."
+        "thunder_symbolic.distributed.fake_runs)."
     ),
     upstream="Lightning-AI/lightning-thunder#463, #2755",
 )
@@ -143,7 +143,9 @@ def _run_with_fake_tensor(original):
         recorder = guard_recorder.current()
         if recorder is None:
             return fake_runs.memoized(original, torch_op, args, kwargs)
-        from thunder_symbolic.dtensor_shapes import result_shapes  # torch.distributed: only when DTensors run
+        from thunder_symbolic.distributed.dtensor_shapes import (
+            result_shapes,  # torch.distributed: only when DTensors run
+        )
 
         with guard_recorder.paused():
             result = fake_runs.memoized(original, torch_op, args, kwargs)
@@ -167,7 +169,7 @@ def _run_with_fake_tensor(original):
 )
 def _create_dtensor_proxy_from_proxies(original):
     def create_dtensor_proxy_from_proxies(local_tensor, spec, requires_grad):
-        from thunder_symbolic.dtensor_shapes import same_dims
+        from thunder_symbolic.distributed.dtensor_shapes import same_dims
 
         shapes = symbolic_shapes_of(spec._o) if compile_data.using_symbolic_values() else None
         if shapes is None:
@@ -296,14 +298,14 @@ def _check_dtensor_cotangent_metadata(original):
         "0.2.6 composes it of dtype conversions, neg, exp, add, reciprocal and mul, each traced with a fake "
         "run through DTensor's sharding propagation (about 30 ms of the inference benchmark's first compile), "
         "and differentiates it through them: a bfloat16 gradient differed from eager's in the last bit. See "
-        "thunder_symbolic.dtensor_silu."
+        "thunder_symbolic.distributed.dtensor_silu."
     ),
     replaces=True,
     requires="torch.distributed (its operation and gradient are DTensor code)",
     available=torch.distributed.is_available,
 )
 def _dtensor_silu(original):
-    from thunder_symbolic import dtensor_silu
+    from thunder_symbolic.distributed import dtensor_silu
 
     def silu(a, inplace: bool = False):
         """Replaces thunder's decomposition of a DTensor silu: wrapping would still trace its operations."""

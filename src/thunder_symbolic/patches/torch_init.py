@@ -17,10 +17,10 @@ from thunder.core import prims, utils
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.proxies import NumberProxy, TensorProxy
 
-from thunder_symbolic import fallback_shapes
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards.recorder import python_value
+from thunder_symbolic.semantics import fallback_shapes
 
 
 @patch(

@@ -8,8 +8,8 @@ from thunder.core import utils
 from thunder.core.proxies import TensorProxy
 from thunder.core.pytree import tree_iter
 
-from thunder_symbolic._registry import patch
-from thunder_symbolic.opaque import opaque
+from thunder_symbolic.activation.registry import patch
+from thunder_symbolic.semantics.opaque import opaque
 
 
 @patch(

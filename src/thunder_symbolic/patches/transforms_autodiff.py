@@ -14,7 +14,7 @@ from typing import Any
 
 from thunder.core import compile_data, prims
 
-from thunder_symbolic._registry import patch
+from thunder_symbolic.activation.registry import patch
 from thunder_symbolic.guards import backward_watch
 
 _WHY = (
@@ -51,8 +51,7 @@ patch(
     "thunder.transforms.autodiff:split_into_forward_and_backward",
     summary="runs under the backward watch, every observation expressible; refuses an in-place update of a "
     "tensor that has views (or is one), whose gradient and forward 0.2.6 gets wrong",
-    why=_WHY
-    + " thunder's autodiff does not carry an in-place update of a view to its base (nor the base's to its "
+    why=_WHY + " thunder's autodiff does not carry an in-place update of a view to its base (nor the base's to its "
     "views): with `z = y[0]; z.mul_(3); return y, z` x's gradient was wrong, and `y[0].zero_()` with the "
     "output `y` was moved into the backward, so the forward returned y unchanged (either cache). An "
     "assignment (`y[0] = y[0] * 3`) is differentiated right.",

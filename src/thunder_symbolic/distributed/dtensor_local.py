@@ -61,8 +61,8 @@ from thunder.torch.experimental.dtensor_proxy import DTensorProxy
 from torch.distributed.distributed_c10d import _resolve_process_group
 from torch.distributed.tensor import Partial, Replicate, Shard
 
-from thunder_symbolic import shared_sums
-from thunder_symbolic.dtensor_shapes import same_dims
+from thunder_symbolic.distributed import shared_sums
+from thunder_symbolic.distributed.dtensor_shapes import same_dims
 
 __all__ = [
     "BUCKET_BYTES",
@@ -108,7 +108,7 @@ def _wait(t):
 
 
 # A small sum of CPU tensors over gloo ranks (up to GATHER_BYTES over all ranks) is not gloo's all-reduce:
-# - on ranks of one host, it goes through shared memory (thunder_symbolic.shared_sums): 32-38 µs, where
+# - on ranks of one host, it goes through shared memory (thunder_symbolic.distributed.shared_sums): 32-38 µs, where
 #   gloo's all-reduce of a decode step's 512 bytes on 2 ranks of this project's CPU machine takes 0.5-0.6 ms;
 # - else it is an all-gather and a local sum: on 2 ranks of that machine gloo's all-reduce of 512 bytes to
 #   128 KiB took up to 2-2.5x as long as the gather and the sum, and kept gloo's threads busy twice as long

@@ -17,7 +17,9 @@ _APPLY = torch.autograd.function.Function.__dict__["apply"]
 
 def BUILTIN_APPLY_KEY(cls, *args, **kwargs):  # a constant: the lookaside table's key
     """Stands for torch's C ``Function.apply`` in thunder's lookaside table; never called."""
-    raise RuntimeError("thunder_symbolic.autograd_apply.BUILTIN_APPLY_KEY is a lookup key, not a function to call")
+    raise RuntimeError(
+        "thunder_symbolic.autodiff.autograd_apply.BUILTIN_APPLY_KEY is a lookup key, not a function to call"
+    )
 
 
 def apply_is_builtin() -> bool:

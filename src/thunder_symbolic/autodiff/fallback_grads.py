@@ -21,7 +21,7 @@ from thunder.core.proxies import TensorProxy
 from thunder.core.pytree import tree_flatten, tree_iter, tree_map
 from thunder.core.transforms import put_grads
 
-from thunder_symbolic.grad_rules import RuleView
+from thunder_symbolic.autodiff.grad_rules import RuleView
 
 __all__ = ["FallbackGradsFlattened", "fallback_ids"]
 

@@ -9,7 +9,7 @@ thunder's statistics. With several cached programs, the one that accepted the sa
 and numbers last time is tried first (:class:`DispatchHints`): a hint, never a proof, since its
 prologue runs in full; a function that cycles through a few sizes pays one prologue per call.
 Everything else takes thunder's own path: a miss (which compiles, with Python's cyclic collector
-paused: :mod:`thunder_symbolic.gc_pause`), programs with a backward (see
+paused: :mod:`thunder_symbolic.runtime.gc_pause`), programs with a backward (see
 :func:`with_exact_shapes_for_autograd`), autocast, DDP/FSDP, and calls made while tracing.
 """
 
@@ -28,10 +28,10 @@ from thunder.core.trace import _tracectx
 from thunder.executors.torchex import no_autocast
 
 import thunder
-from thunder_symbolic import gc_pause
 from thunder_symbolic.controls import DeclaredShapeError
 from thunder_symbolic.guards import backward_watch
 from thunder_symbolic.guards.compiled_prologue import compile_prologue
+from thunder_symbolic.runtime import gc_pause
 
 __all__ = ["alias_groups", "fast_call_path", "needs_backward", "undecorated"]
 
@@ -288,7 +288,8 @@ def fast_call_path(thunder_call, compile_data, stats):
     hints = DispatchHints()
 
     def prologue_result(entry, grad_enabled, args, kwargs):
-        """``(functions, (inputs, to_epilogue))`` if ``entry``'s prologue accepts the call, else ``(functions, None)``."""
+        """``(functions, (inputs, to_epilogue))`` if ``entry``'s prologue accepts the call, else ``(functions,
+        None)``."""
         functions = hit_functions.get(entry.prologue_fn)
         if functions is None:
             data_token = compile_data_ctx.set(compile_data_and_stats)

@@ -22,8 +22,8 @@ from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
 from thunder.core.pytree import tree_flatten
 
-from thunder_symbolic.fallback_grads import fallback_ids
-from thunder_symbolic.grad_rules import RuleView
+from thunder_symbolic.autodiff.fallback_grads import fallback_ids
+from thunder_symbolic.autodiff.grad_rules import RuleView
 
 __all__ = ["COMPLEX_SAFE", "RealOnlyRules"]
 

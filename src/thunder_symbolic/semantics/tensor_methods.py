@@ -19,7 +19,7 @@ A method thunder registers as a plain function rather than a symbol (its DTensor
 torch function thunder maps to it (``torch.Tensor.mul``), which the jit calls natively: see
 :func:`_mapped_torch_function`.
 
-``x.unfold`` and ``x.tile`` are :mod:`thunder_symbolic.torch_composites`' (thunder's ran F.unfold, and a
+``x.unfold`` and ``x.tile`` are :mod:`thunder_symbolic.semantics.torch_composites`' (thunder's ran F.unfold, and a
 fallback that failed for dims given as arguments), and ``x.broadcast_to`` is ``expand`` (thunder had only the
 function: AttributeError). The casting methods thunder's language context lacks (it has ``float`` and ``long``)
 are bound as ``to(dtype)``: 0.2.6 ran ``x.half()``, ``x.bfloat16()``, ``x.double()``, ``x.int()``, ``x.bool()``...
@@ -48,7 +48,7 @@ from thunder.core.langctxs import resolve_method
 from thunder.core.proxies import TensorProxy
 from thunder.core.symbol import Symbol
 
-from thunder_symbolic import torch_composites
+from thunder_symbolic.semantics import torch_composites
 
 __all__ = ["BoundMethod", "bind", "call"]
 

@@ -3,7 +3,8 @@
 thunder looks a symbol's grad rule up in ``thunder.core.transforms._grad_fn_map`` by the symbol's id.
 ``patches.core_transforms`` puts :class:`GradRules` in its place: our rules first, then thunder's. Rules
 register here from any module (``grad_rule``), so that a rule lives next to what it differentiates (the
-slice and cat rules in ``patches.core_transforms``, the DTensor rules in :mod:`thunder_symbolic.dtensor_grads`)
+slice and cat rules in ``patches.core_transforms``, the DTensor rules in
+:mod:`thunder_symbolic.distributed.dtensor_grads`)
 and thunder's own table is never written to: reverting the patch set removes every rule.
 """
 

@@ -50,7 +50,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from thunder_symbolic._environment import switch
+from thunder_symbolic.activation.environment import switch
 
 __all__ = ["RING", "SharedSums", "connections", "enabled", "for_group"]
 

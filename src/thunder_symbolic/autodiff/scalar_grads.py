@@ -26,7 +26,7 @@ from thunder.core.proxies import TensorProxy
 from thunder.core.pytree import tree_flatten
 from thunder.core.trace import get_tracectx
 
-from thunder_symbolic.grad_rules import RuleView
+from thunder_symbolic.autodiff.grad_rules import RuleView
 
 __all__ = ["ScalarGradsSummed"]
 

@@ -21,7 +21,7 @@ from thunder.core.trace import get_tracectx
 from thunder.core.utils import resolve_constraints
 from thunder.executors.pythonex import ex as pythonex
 
-from thunder_symbolic.grad_rules import grad_rule
+from thunder_symbolic.autodiff.grad_rules import grad_rule
 from thunder_symbolic.guards import algebra
 
 __all__ = ["OPERATIONS", "python_number_op", "apply_number_op", "sym_sum"]

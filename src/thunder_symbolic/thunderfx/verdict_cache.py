@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from thunder_symbolic._environment import switch
+from thunder_symbolic.activation.environment import switch
 
 __all__ = ["is_known", "remember", "stable_key", "use"]
 

@@ -5,7 +5,7 @@ the collector runs each time allocations outnumber frees by its threshold; its f
 the whole heap: the model, torch's, thunder's and Dynamo's own objects. On the benchmark's prefill (one
 rank) that was 0.96 s of a 5.5 s compile, in 818 collections. Reference counting still frees what a
 compile drops; the cycles it leaves are collected by the collector's first run after it. Paused around
-thunder's compile on a cache miss (:mod:`thunder_symbolic.dispatch`) and around a thunderfx call, which
+thunder's compile on a cache miss (:mod:`thunder_symbolic.runtime.dispatch`) and around a thunderfx call, which
 compiles Dynamo's graphs inside (:mod:`thunder_symbolic.patches.dynamo_compiler`).
 """
 

@@ -6,7 +6,7 @@ import platform
 import sys
 from dataclasses import dataclass
 
-from thunder_symbolic import _registry
+from thunder_symbolic.activation import registry as _registry
 from thunder_symbolic.controls import CONTROLS
 
 

@@ -29,10 +29,10 @@ import torch
 from thunder.core.interpreter import INTERPRETER_SIGNALS, _interpret_call, unwrap, wrap_const
 from torch.nn.modules import module as torch_module
 
-from thunder_symbolic import subscripts
-from thunder_symbolic.opaque import interpreted
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards import values as value_guards
+from thunder_symbolic.semantics import subscripts
+from thunder_symbolic.semantics.opaque import interpreted
 
 __all__ = ["call", "member"]
 

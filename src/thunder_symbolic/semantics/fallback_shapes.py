@@ -19,7 +19,7 @@ from thunder.core import utils
 from thunder.core.prims import get_grad, put_grad
 from thunder.core.proxies import TensorProxy
 
-from thunder_symbolic.grad_rules import grad_rule, zero_padded
+from thunder_symbolic.autodiff.grad_rules import grad_rule, zero_padded
 from thunder_symbolic.guards.recorder import python_value
 
 __all__ = ["RULES", "torch_functions"]

@@ -16,9 +16,9 @@ tensor-parallel path the gradient PyTorch's DTensor autograd gives:
   like thunder's DTensor meta functions, and give the gradients their inputs' symbolic sizes;
 - ``add``, ``mul`` (thunder's rule failed for a number factor), ``neg`` and ``reciprocal``: elementwise,
   in DTensor prims;
-- ``silu``: one operation, with its rule, in :mod:`thunder_symbolic.dtensor_silu`.
+- ``silu``: one operation, with its rule, in :mod:`thunder_symbolic.distributed.dtensor_silu`.
 
-Rules are registered with :func:`thunder_symbolic.grad_rules.grad_rule`; thunder reads them while the
+Rules are registered with :func:`thunder_symbolic.autodiff.grad_rules.grad_rule`; thunder reads them while the
 patch set is applied.
 """
 
@@ -34,8 +34,8 @@ from thunder.torch.experimental import dtensor_torch_and_prims as dtensor_prims
 from thunder.torch.experimental.dtensor_torch_and_prims import DTensorPrimIDs
 from torch.distributed.tensor import DTensor, Partial, Replicate
 
-from thunder_symbolic.dtensor_shapes import DTensorShapes, shape_rule, shapes_of, shard_dims
-from thunder_symbolic.grad_rules import grad_rule
+from thunder_symbolic.autodiff.grad_rules import grad_rule
+from thunder_symbolic.distributed.dtensor_shapes import DTensorShapes, shape_rule, shapes_of, shard_dims
 
 __all__ = ["backward_placements", "fake_run_operator", "reduced", "shapes_like"]
 

@@ -5,14 +5,14 @@ Traced code reaches them through the jit's lookaside table (see ``patches/core_j
 
 from __future__ import annotations
 
-import torch
 import thunder.torch as ltorch
-from thunder import clang
+import torch
 from thunder.core import dtypes, prims, utils
 from thunder.core.prims import get_grad, put_grad
 from thunder.core.proxies import TensorProxy
 
-from thunder_symbolic.grad_rules import grad_rule, zero_padded
+from thunder import clang
+from thunder_symbolic.autodiff.grad_rules import grad_rule, zero_padded
 
 __all__ = ["COMPOSITES"]
 

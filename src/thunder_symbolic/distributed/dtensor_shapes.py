@@ -208,7 +208,7 @@ _LAMBDA_RULES = {
 
 def shape_rule(torch_op: Callable) -> Callable[[Callable], Callable]:
     """Register the decorated ``rule(result, *args, **kwargs)`` for ``torch_op``'s fake runs (operations
-    defined outside this module: the DTensor backward operators of :mod:`thunder_symbolic.dtensor_grads`).
+    defined outside this module: the DTensor backward operators of :mod:`thunder_symbolic.distributed.dtensor_grads`).
     A rule of an operation with several results returns one :class:`DTensorShapes` (or None, for a None
     result) per result."""
 

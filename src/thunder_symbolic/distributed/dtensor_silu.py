@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 from thunder.core.prims import get_grad, put_grad
 
-from thunder_symbolic.dtensor_grads import fake_run_operator, reduced, shapes_like
-from thunder_symbolic.dtensor_shapes import shape_preserving, shape_rule
-from thunder_symbolic.grad_rules import grad_rule
+from thunder_symbolic.autodiff.grad_rules import grad_rule
+from thunder_symbolic.distributed.dtensor_grads import fake_run_operator, reduced, shapes_like
+from thunder_symbolic.distributed.dtensor_shapes import shape_preserving, shape_rule
 
 __all__ = ["silu"]
 

@@ -11,7 +11,9 @@ import contextvars
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from thunder_symbolic.dtensor_shapes import DTensorShapes  # torch.distributed: imported when DTensors run
+    from thunder_symbolic.distributed.dtensor_shapes import (
+        DTensorShapes,  # torch.distributed: imported when DTensors run
+    )
 
 __all__ = ["local_tensor_provenance", "symbolic_result", "symbolic_shapes_of"]
 
@@ -21,7 +23,7 @@ local_tensor_provenance: contextvars.ContextVar[tuple | None] = contextvars.Cont
 )
 # (fake result, its symbolic shapes) for each result of the last DTensor meta function's fake run with a
 # shape rule: the meta function then builds its result proxies from those fake results, and these patches
-# give them the symbolic shapes (see thunder_symbolic.dtensor_shapes).
+# give them the symbolic shapes (see thunder_symbolic.distributed.dtensor_shapes).
 symbolic_result: contextvars.ContextVar[tuple[tuple[Any, DTensorShapes], ...] | None] = contextvars.ContextVar(
     "thunder_symbolic_dtensor_result", default=None
 )
