@@ -3,8 +3,9 @@ their lookaside.
 
 The guard recorders run inside NumberProxy methods and meta functions that traced code calls; they must
 see the real proxies and must not be traced themselves. The patches that define them mark them here;
-the general-jit lookaside table (``patches.core_jit_ext``) looks the mark up. A lookaside that takes only some
-calls of a library function (torch's ``Module.__call__`` without hooks) hands the others to :func:`interpreted`.
+the general-jit lookaside table (:mod:`thunder_symbolic.semantics.lookasides`) looks the mark up. A lookaside
+that takes only some calls of a library function (torch's ``Module.__call__`` without hooks) hands the others to
+:func:`interpreted`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """torch functions thunder 0.2.6 has no working operator for, written with its operators (so sizes stay symbolic).
 
-Traced code reaches them through the jit's lookaside table (see ``patches/core_jit_ext.py``).
+Traced code reaches them through the jit's lookaside table (see :mod:`thunder_symbolic.semantics.lookasides`).
 """
 
 from __future__ import annotations
