@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import inspect
 import os
 from collections.abc import Mapping
@@ -29,10 +31,13 @@ __all__ = [
     "Budget",
     "DeclaredShapeError",
     "Dim",
+    "JitOptions",
     "RecompileLimitExceeded",
     "RecompileLimitWarning",
     "budget_from_options",
     "default_cache_option",
+    "inherited_options",
+    "inheriting_options",
     "declared_dims",
     "dynamic_shapes_from_options",
     "mark_dynamic",
@@ -239,3 +244,34 @@ def default_cache_option() -> str | None:
             f"THUNDER_SYMBOLIC_DEFAULT_CACHE must be one of {', '.join(map(repr, _CACHE_OPTION_NAMES))}, got {env!r}"
         )
     return env.strip()
+
+
+@dataclass(frozen=True)
+class JitOptions:
+    """The options of a ``thunder.jit`` call that thunder does not keep in its compile data's ``compile_options``."""
+
+    cache: Any
+    dynamic_shapes: dict[str, dict[int, Any]]
+    budget: Budget
+
+
+_INHERITED: contextvars.ContextVar[JitOptions | None] = contextvars.ContextVar(
+    "thunder_symbolic_inherited_jit_options", default=None
+)
+
+
+@contextlib.contextmanager
+def inheriting_options(options: JitOptions):
+    """A ``thunder.jit`` call made inside takes ``options`` where it names none: thunder re-jits a jitted function
+    to add a transform (``add_transform``, which ``thunder.core.transforms.grad`` calls), and passes on its
+    executors and compile options but not these."""
+    token = _INHERITED.set(options)
+    try:
+        yield
+    finally:
+        _INHERITED.reset(token)
+
+
+def inherited_options() -> JitOptions | None:
+    """The options a ``thunder.jit`` call made now inherits (see :func:`inheriting_options`), else None."""
+    return _INHERITED.get()

@@ -14,12 +14,13 @@ import functools
 import logging
 import os
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import thunder
 import torch
 
+import thunder
 from thunder_symbolic.controls import Budget, RecompileLimitExceeded, RecompileLimitWarning
 from thunder_symbolic.guards import recorder as guard_recorder
 from thunder_symbolic.guards.prologue import GuardFailed
@@ -106,11 +107,12 @@ def eager_past_limit(call, fn):
 class MissRecordingCache(list):
     """thunder's per-function list of cache entries, watching each entry's prologue for rejections."""
 
-    def __init__(self, name: str, stats: Any, budget: Budget):
+    def __init__(self, name: str, stats: Any, budget: Budget, transforms: Sequence[Any] = ()):
         super().__init__()
         self.name = name
         self.stats = stats
         self.budget = budget
+        self.transforms = tuple(type(t).__name__ for t in transforms)
         self.warned = False
         self.failed_guards: collections.Counter[tuple[str, str]] = collections.Counter()
         self.misses: collections.deque[Miss] = collections.deque(maxlen=KEPT_MISSES)
@@ -137,7 +139,9 @@ class MissRecordingCache(list):
     def _at_limit(self) -> None:
         """No cached program accepts the call and the function has compiled as many as its limit allows: raise
         (``"raise"``), or warn once and have the call run eagerly (``"warn"``, torch.compile's behaviour), naming
-        the guards that failed most. Nothing is compiled, so nothing grows past the limit."""
+        the guards that failed most. Nothing is compiled, so nothing grows past the limit. A function jitted with
+        transforms (``grad``, quantization, a distributed transform) computes something else than its eager
+        self: under ``"warn"`` it compiles past the limit, as thunder does, after one warning."""
         top = "; ".join(
             f"{condition} (recorded at {where}): {n} times"
             for (condition, where), n in self.failed_guards.most_common(3)
@@ -153,6 +157,18 @@ class MissRecordingCache(list):
         )
         if self.budget.on_limit == "raise":
             raise RecompileLimitExceeded(message + " (on_recompile_limit='raise')")
+        if self.transforms:  # (running the function eagerly would not compute what its transforms make of it)
+            if not self.warned:
+                self.warned = True
+                warnings.warn(
+                    f"{message}. It compiles past the limit, as thunder does: its transforms "
+                    f"({', '.join(self.transforms)}) change what it computes, so it cannot run eagerly instead; "
+                    "set recompile_limit or THUNDER_SYMBOLIC_RECOMPILE_LIMIT to raise the limit, or "
+                    "on_recompile_limit='raise' to stop.",
+                    RecompileLimitWarning,
+                    skip_file_prefixes=_CALLERS_TO_SKIP,
+                )
+            return
         if not self.warned:
             self.warned = True
             warnings.warn(

@@ -219,3 +219,65 @@ def test_the_sources_of_a_deleted_functions_programs_leave_linecache():
     del jfn
     gc.collect()
     assert not added & set(linecache.cache)
+
+
+def _loss(x, w):
+    return (x @ w).tanh().sum()
+
+
+def _inputs(rows, cols=4):
+    return torch.randn(rows, cols, requires_grad=True), torch.randn(cols, 2, requires_grad=True)
+
+
+def _eager_grads(x, w):
+    return list(torch.autograd.grad(_loss(x, w), (x, w)))
+
+
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+def test_thunders_grad_transform_keeps_the_jit_options(cache):
+    """``thunder.core.transforms.grad`` re-jits the function (``add_transform``): the new jit keeps the cache option,
+    declared dims and recompile limit (0.2.6 dropped the cache option: constant values, a program per shape)."""
+    from thunder.core.transforms import grad
+
+    gfn = grad(thunder.jit(_loss, cache=cache, dynamic_shapes={"x": {1: STATIC}}, recompile_limit=2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for rows, cols in ((3, 4), (5, 4), (7, 4), (5, 6), (5, 8)):
+            x, w = _inputs(rows, cols)
+            torch.testing.assert_close(gfn(x, w), _eager_grads(x, w))
+    # symbolic values: one program across rows; x's dim 1, declared static, makes one per width, the third past
+    # the limit of 2 (with a warning: a transformed function compiles on). Constant values: one per shape.
+    assert thunder.cache_misses(gfn) == (3 if cache == "symbolic values" else 5)
+    at_limit = [str(w.message) for w in caught if issubclass(w.category, RecompileLimitWarning)]
+    assert len(at_limit) == 1 and "_GradTransform" in at_limit[0]
+
+
+def test_a_transformed_function_compiles_past_its_limit_instead_of_running_eagerly():
+    """Past the limit a plain function runs eagerly; one jitted with transforms (here ``grad``) would compute its
+    eager self, not what the transforms make of it: it compiles on, as thunder does, after one warning; with
+    ``"raise"`` it raises."""
+    from thunder.core.transforms import grad
+
+    gfn = grad(thunder.jit(_loss, recompile_limit=1))
+    gfn(*_inputs(3))
+    with pytest.warns(RecompileLimitWarning, match="cannot run eagerly"):
+        x, w = _inputs(5)
+        torch.testing.assert_close(gfn(x, w), _eager_grads(x, w))
+    assert thunder.cache_misses(gfn) == 2
+    strict = grad(thunder.jit(_loss, recompile_limit=1, on_recompile_limit="raise"))
+    strict(*_inputs(3))
+    with pytest.raises(RecompileLimitExceeded):
+        strict(*_inputs(5))
+
+
+def test_thunders_vjp_cache_keeps_no_functions_of_symbolic_sizes():
+    """thunder caches an operation's forward and backward by its operands' sizes: a symbolic size compared equal to
+    the constant one of an earlier constant-values program, whose backward (with its sizes) was then reused."""
+    from thunder.core.transforms import grad
+
+    grad(thunder.jit(_loss))(*_inputs(3))  # (constant values: fills thunder's cache for these sizes)
+    gfn = grad(thunder.jit(_loss, cache="symbolic values"))
+    for rows in (3, 5):
+        x, w = _inputs(rows)
+        torch.testing.assert_close(gfn(x, w), _eager_grads(x, w))
+    assert thunder.cache_misses(gfn) == 1

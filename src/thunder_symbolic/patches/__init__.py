@@ -22,6 +22,7 @@ from thunder_symbolic.patches import (
     core_transforms,  # noqa: F401  thunder/core/transforms.py
     core_update_aliases,  # noqa: F401  thunder/core/update_aliases.py
     core_utils,  # noqa: F401  thunder/core/utils.py
+    core_vjp_utils,  # noqa: F401  thunder/core/vjp_utils.py
     dynamo_compiler,  # noqa: F401  thunder/dynamo/compiler.py
     dynamo_utils,  # noqa: F401  thunder/dynamo/utils.py
     executors_nvfuserex_impl,  # noqa: F401  thunder/executors/nvfuserex_impl.py

@@ -15,6 +15,7 @@ from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunder.core.pytree import tree_map
 from thunder.core.transforms import augmented_forward_pass, backward_pass, put_grads, sum_to, vjp
 
+from thunder_symbolic import controls
 from thunder_symbolic.activation.registry import patch
 from thunder_symbolic.autodiff import gradient_choice
 from thunder_symbolic.autodiff.complex_grads import RealOnlyRules
@@ -382,3 +383,31 @@ def _iter_bound_symbols(original):
 )
 def _nondifferentiable_vjp_symbols(original):
     return original | {number_ops.python_number_op.id}
+
+
+@patch(
+    "thunder.core.transforms:add_transform",
+    summary="the function it re-jits keeps the jitted function's cache option, dynamic_shapes and recompile limit "
+    "(thunder.core.transforms.grad, thunder.core.transforms.add_transform)",
+    why=(
+        "0.2.6's add_transform re-jits the function with its executors and compile options only: "
+        "`grad(thunder.jit(f, cache='symbolic values'))` ran under constant values, one program per shape, and "
+        "lost the declared dims and recompile limit of this package's jit options."
+    ),
+    upstream="Lightning-AI/lightning-thunder#463",
+)
+def _add_transform(original):
+    @functools.wraps(original)
+    def add_transform(cfn, *args, **kwargs):
+        cd, cs = getattr(cfn, "_lc_cd", None), getattr(cfn, "_lc_cs", None)
+        if cd is None or cs is None:
+            return original(cfn, *args, **kwargs)  # (thunder's own check says what is wrong)
+        options = controls.JitOptions(
+            cache=cd.cache_option,
+            dynamic_shapes=getattr(cd, "thunder_symbolic_dynamic_shapes", {}),
+            budget=getattr(cs.interpreter_cache, "budget", None) or controls.budget_from_options(),
+        )
+        with controls.inheriting_options(options):
+            return original(cfn, *args, **kwargs)
+
+    return add_transform

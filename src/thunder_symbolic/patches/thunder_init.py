@@ -18,28 +18,36 @@ from thunder_symbolic.runtime.dispatch import fast_call_path
         "watches each cached program's prologue (for recompile_reasons()); at its recompile limit a function "
         "compiles no more (calls no program accepts run eagerly, or raise); "
         "takes the options dynamic_shapes, recompile_limit and on_recompile_limit (thunder_symbolic.controls); "
-        "a call that names no cache option takes THUNDER_SYMBOLIC_DEFAULT_CACHE's, when set; "
+        "a call that names no cache option takes THUNDER_SYMBOLIC_DEFAULT_CACHE's, when set; a call made while "
+        "thunder adds a transform to a jitted function takes that function's options where it names none; "
         "under symbolic values, cache hits take a shorter call path that runs the same checks"
     ),
     why=(
         "0.2.6 only counts cache misses: the failed guard and its source line were lost, and a function that "
         "recompiles at every call says nothing and keeps every program (200 widths: 200 programs, +604 MB). "
-        "Users cannot declare a dim static or its range. And its per-call wrappers cost more than the prologue's checks, where decode loops pay them every step. A "
-        "default cache option set once for a process lets code that never names one (thunderfx, thunder.compile, "
+        "Users cannot declare a dim static or its range. And its per-call wrappers cost more than the prologue's "
+        "checks, where decode loops pay them every step. A default cache option set once for a process lets code that never names one (thunderfx, thunder.compile, "
         "thunder's own tests) run under symbolic values."
     ),
     upstream="Lightning-AI/lightning-thunder#463",
 )
 def _jit(original):
     def jit(fn, /, *args, dynamic_shapes=None, recompile_limit=None, on_recompile_limit=None, **kwargs):
+        inherited = controls.inherited_options()
         declared = controls.dynamic_shapes_from_options(fn, dynamic_shapes)
         budget = controls.budget_from_options(recompile_limit, on_recompile_limit)
+        if inherited is not None:  # (thunder re-jitting a jitted function to add a transform)
+            declared = declared if dynamic_shapes is not None else inherited.dynamic_shapes
+            given = recompile_limit is not None or on_recompile_limit is not None
+            budget = budget if given else inherited.budget
+            kwargs["cache"] = kwargs.get("cache") or inherited.cache
         if kwargs.get("cache") is None and (default := controls.default_cache_option()) is not None:
             kwargs["cache"] = default
         jfn = original(fn, *args, **kwargs)
         cd, cs = jfn._lc_cd, jfn._lc_cs
         cd.thunder_symbolic_dynamic_shapes = declared
-        cs.interpreter_cache = MissRecordingCache(getattr(fn, "__qualname__", type(fn).__name__), cs, budget)
+        name = getattr(fn, "__qualname__", type(fn).__name__)
+        cs.interpreter_cache = MissRecordingCache(name, cs, budget, cd.transforms)
         fast = cd.cache_option is CACHE_OPTIONS.SYMBOLIC_VALUES
 
         def wrapped(call):  # (the shorter path calls thunder's only on a miss: a cache hit pays no eager wrapper)
