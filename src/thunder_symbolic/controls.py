@@ -248,11 +248,12 @@ def default_cache_option() -> str | None:
 
 @dataclass(frozen=True)
 class JitOptions:
-    """The options of a ``thunder.jit`` call that thunder does not keep in its compile data's ``compile_options``."""
+    """Options of a ``thunder.jit`` call that thunder does not pass on where it calls ``thunder.jit`` itself (None:
+    not given)."""
 
-    cache: Any
-    dynamic_shapes: dict[str, dict[int, Any]]
-    budget: Budget
+    cache: Any = None
+    dynamic_shapes: dict[str, dict[int, Any]] | None = None
+    budget: Budget | None = None
 
 
 _INHERITED: contextvars.ContextVar[JitOptions | None] = contextvars.ContextVar(
@@ -263,8 +264,8 @@ _INHERITED: contextvars.ContextVar[JitOptions | None] = contextvars.ContextVar(
 @contextlib.contextmanager
 def inheriting_options(options: JitOptions):
     """A ``thunder.jit`` call made inside takes ``options`` where it names none: thunder re-jits a jitted function
-    to add a transform (``add_transform``, which ``thunder.core.transforms.grad`` calls), and passes on its
-    executors and compile options but not these."""
+    to add a transform (``add_transform``, which ``thunder.core.transforms.grad`` calls) and passes on its
+    executors and compile options but not these; thunderfx jits its regions of a graph Dynamo made dynamic."""
     token = _INHERITED.set(options)
     try:
         yield

@@ -107,3 +107,25 @@ def test_shapes_of_different_ranks_are_not_compared_size_by_size():
     tuple == compares items before lengths): square inputs recompiled."""
     calls = [(_x(2, 5), 1), (_x(4, 4), 2), (_x(5, 5), 0), (_x(3, 7), 2)]
     check_against_eager(corpus.arange_from_an_int, calls, compiles=1)
+
+
+def _scaled_silu(x, w):
+    return torch.nn.functional.silu(x @ w).sum(-1) * x.shape[0]
+
+
+@pytest.mark.parametrize("cache", [None, "constant values"])
+def test_thunderfx_regions_of_a_dynamic_graph_compile_once(cache):
+    """Dynamo makes its graph dynamic at the second size it sees; thunderfx then jits its thunder regions with
+    symbolic values (one compile for every later size, as Inductor's), unless it was given a cache option."""
+    from thunder.dynamo import thunderfx
+
+    import thunder
+
+    torch._dynamo.reset()
+    compiled = thunderfx(_scaled_silu, **({} if cache is None else {"cache": cache}))
+    for rows in (3, 5, 7, 9):
+        x, w = torch.randn(rows, 4), torch.randn(4, 2)
+        torch.testing.assert_close(compiled(x, w), _scaled_silu(x, w))
+    static, dynamic = compiled._backend.subgraph_infos
+    assert [thunder.cache_misses(fn) for fn in static.thunder_compiled_fns] == [1]
+    assert [thunder.cache_misses(fn) for fn in dynamic.thunder_compiled_fns] == [1 if cache is None else 3]

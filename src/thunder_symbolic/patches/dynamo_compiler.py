@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 
+from thunder_symbolic import controls
 from thunder_symbolic.activation.registry import patch
 from thunder_symbolic.runtime import gc_pause
 from thunder_symbolic.thunderfx import fx_vmap
@@ -35,18 +36,27 @@ def _call(original):
 @patch(
     "thunder.dynamo.compiler:ThunderCompiler.__call__",
     summary="a vmap region of Dynamo's graph whose result nothing reads, and that writes nothing, is removed "
-    "before the graph is split",
+    "before the graph is split; the thunder regions of a graph Dynamo made dynamic (symbolic sizes) are jitted "
+    "with symbolic values unless thunderfx was given a cache option (or THUNDER_SYMBOLIC_DEFAULT_CACHE one)",
     why=(
         "Dynamo keeps such a region (FX counts entering a vmap level as a side effect) and thunderfx leaves "
         "every vmap region to Inductor: transformers' mask functions build one a step whose mask is dropped, "
         "which cost the inference benchmark an Inductor region to compile and call in every graph, and one "
-        "more thunder region (the region split thunder's in two)."
+        "more thunder region (the region split thunder's in two). Dynamo makes a graph dynamic at the second "
+        "size it sees, and Inductor then compiles it once for all sizes; thunder's regions, jitted under the "
+        "default cache option, compiled at every new length (a decode loop: a compile a step)."
     ),
 )
 def _compiler_call(original):
     @functools.wraps(original)
     def __call__(self, gm, sample_args):
+        from thunder.dynamo.compiler import is_dynamic_inputs
+
         fx_vmap.remove_unread_regions(gm)
-        return original(self, gm, sample_args)
+        chosen = "cache" in self.thunder_options or controls.default_cache_option() is not None
+        if chosen or not is_dynamic_inputs(sample_args):
+            return original(self, gm, sample_args)
+        with controls.inheriting_options(controls.JitOptions(cache="symbolic values")):
+            return original(self, gm, sample_args)
 
     return __call__

@@ -36,10 +36,11 @@ def _jit(original):
         inherited = controls.inherited_options()
         declared = controls.dynamic_shapes_from_options(fn, dynamic_shapes)
         budget = controls.budget_from_options(recompile_limit, on_recompile_limit)
-        if inherited is not None:  # (thunder re-jitting a jitted function to add a transform)
-            declared = declared if dynamic_shapes is not None else inherited.dynamic_shapes
-            given = recompile_limit is not None or on_recompile_limit is not None
-            budget = budget if given else inherited.budget
+        if inherited is not None:  # (thunder jitting a function for the user: see controls.inheriting_options)
+            if dynamic_shapes is None and inherited.dynamic_shapes is not None:
+                declared = inherited.dynamic_shapes
+            if recompile_limit is None and on_recompile_limit is None and inherited.budget is not None:
+                budget = inherited.budget
             kwargs["cache"] = kwargs.get("cache") or inherited.cache
         if kwargs.get("cache") is None and (default := controls.default_cache_option()) is not None:
             kwargs["cache"] = default
