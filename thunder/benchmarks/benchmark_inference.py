@@ -121,6 +121,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="thunder modes fuse operations with thunder's torch.compile executor (Inductor)",
     )
+    p.add_argument(
+        "--background-load",
+        type=_int_at_least(0),
+        default=0,
+        metavar="N",
+        help="N processes that keep a core busy each for the whole launch (one set per host), so that a comparison "
+        "on a busy machine can be repeated (default: 0)",
+    )
     p.add_argument("--thunder-trace", action="store_true", help="print the last thunder traces")
     p.add_argument("--save-results", action="store_true")
     p.add_argument("--output-dir", default="./results")
@@ -930,7 +938,9 @@ def print_report(report: dict[str, Any]) -> None:
     print(
         f"\n=== {cfg['mode']} | {cfg['model_name']} | {cfg['world_size']} rank(s) on {cfg['device']} | "
         f"batch {cfg['batch_size']}, input {cfg['input_length']}, output {cfg['output_length']}, "
-        f"KV cache {cfg['kv_cache']}, MoE {MOE_KIND[cfg['disable_moe_replacement']]} ==="
+        f"KV cache {cfg['kv_cache']}, MoE {MOE_KIND[cfg['disable_moe_replacement']]}"
+        + (f", background load: {cfg['background_load']} busy processes" if cfg.get("background_load") else "")
+        + " ==="
     )
     print_start_up(report["start_up"])
     for run in report["runs"]:
@@ -1031,8 +1041,11 @@ def main(argv: list[str] | None = None) -> int:
     args.device_type = device.type
     warnings.filterwarnings("ignore", message=".*symbolic values.*highly experimental")
     ctx = setup_distributed(device.type)
+    from background_load import busy_processes
+
     try:
-        code = run_modes(args, ctx, device)
+        with busy_processes(args.background_load if int(os.environ.get("LOCAL_RANK", 0)) == 0 else 0):
+            code = run_modes(args, ctx, device)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

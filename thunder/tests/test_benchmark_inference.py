@@ -3,7 +3,9 @@ a dense and an MoE layer (tensor-parallel grouped-matmul experts)."""
 
 import importlib.util
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -33,8 +35,17 @@ def run_benchmark(tmp_path, *flags, nproc=2, env=None):
 @pytest.mark.distributed
 def test_symbolic_values_never_recompile_in_later_decode(tmp_path):
     report, result = run_benchmark(
-        tmp_path, "--compare-modes", "eager,thunder", "--num-layers", "2", "--output-length", "5",
-        "--num-iterations", "1", "--warmup-iterations", "0",
+        tmp_path,
+        "--compare-modes",
+        "eager,thunder",
+        "--num-layers",
+        "2",
+        "--output-length",
+        "5",
+        "--num-iterations",
+        "1",
+        "--warmup-iterations",
+        "0",
         env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")},  # empty: Inductor compiles (misses)
     )
     runs = {run["thunder_cache"]: run for run in report["runs"] if run["mode"] == "thunder"}
@@ -124,8 +135,22 @@ def test_thunder_jit_on_one_rank_with_a_static_cache(tmp_path):
     """thunder.jit of the whole model (no Dynamo, so no Inductor or Dynamo start-up), logits equal to eager's: its
     prologue checks transformers' registry of classes, whose keys print in double quotes."""
     report, result = run_benchmark(
-        tmp_path, "--mode", "thunderjit", "--kv-cache", "static", "--thunder-cache", SYMBOLIC, "--num-layers", "1",
-        "--output-length", "2", "--num-iterations", "1", "--warmup-iterations", "0", nproc=1,
+        tmp_path,
+        "--mode",
+        "thunderjit",
+        "--kv-cache",
+        "static",
+        "--thunder-cache",
+        SYMBOLIC,
+        "--num-layers",
+        "1",
+        "--output-length",
+        "2",
+        "--num-iterations",
+        "1",
+        "--warmup-iterations",
+        "0",
+        nproc=1,
     )
     start_up = report["start_up"]
     assert list(start_up) == ["first_compile_s"] and list(start_up["first_compile_s"]) == [f"thunderjit ({SYMBOLIC})"]
@@ -157,7 +182,6 @@ def test_unsupported_combination_fails_with_a_clear_message(tmp_path):
 )
 def test_a_thunder_option_without_a_mode_runs_thunder(flags, mode):
     assert _benchmark_module().parse_args(flags).mode == mode
-
 
 
 @pytest.mark.parametrize(
@@ -221,3 +245,42 @@ def test_split_reasons_count_each_node_once():
     graph = SimpleNamespace(split_reasons=[reason("a"), reason("b"), reason("a"), reason("b")])
     compiled = SimpleNamespace(_backend=SimpleNamespace(subgraph_infos=[graph, graph]))
     assert _benchmark_module().split_reasons(compiled) == {"MISSING_OP_SUPPORT: target: vmap": 4}
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def test_background_load_keeps_cores_busy_while_the_block_runs_and_leaves_no_process():
+    sys.path.insert(0, str(BENCHMARK.parent))
+    from background_load import busy_processes
+
+    with busy_processes(2) as started:
+        time.sleep(0.5)
+        pids = [p.pid for p in started]
+        assert all(p.poll() is None for p in started)
+        assert all(_cpu_seconds(pid) > 0.2 for pid in pids)  # (each busy most of the half second)
+    assert all(p.returncode is not None for p in started)
+    with pytest.raises(ValueError, match="n must be an int >= 0"):
+        with busy_processes(-1):
+            pass
+
+
+def test_background_load_ends_with_the_process_that_started_it():
+    """A rank that ends without finalization (or crashes) leaves no spinning process behind."""
+    code = f"""
+    import os, sys
+    sys.path.insert(0, {str(BENCHMARK.parent)!r})
+    from background_load import busy_processes
+    load = busy_processes(1)
+    (process,) = load.__enter__()
+    print(process.pid, flush=True)
+    os._exit(0)
+    """
+    result = run_python(code)
+    pid = int(result.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":
+        assert time.monotonic() < deadline, "the busy process outlived its parent"
+        time.sleep(0.05)
