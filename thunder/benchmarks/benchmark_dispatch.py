@@ -37,6 +37,27 @@ def kv_cache_append(cache, k):
     return torch.cat([cache, k], dim=1)
 
 
+class _Layer:
+    def __init__(self, length: int):
+        self.keys = torch.randn(1, length, 16)
+
+
+class WindowCache:
+    """A cache object updated in place, as transformers' caches are: each layer's keys slide by the new token's.
+    The program stores into objects that existed before the call (a side effect replayed on every call)."""
+
+    def __init__(self, length: int, layers: int = 2):
+        self.layers = [_Layer(length) for _ in range(layers)]
+
+
+def cache_update(cache, k):
+    out = k
+    for layer in cache.layers:
+        layer.keys = torch.cat([layer.keys[:, 1:], out], dim=1)
+        out = layer.keys.mean(1, keepdim=True)
+    return out
+
+
 def matmul(x, w):
     return x @ w
 
@@ -139,6 +160,7 @@ def programs() -> dict[str, tuple[Callable, list[tuple]]]:
         "elementwise": (elementwise, [(torch.randn(n, 16),) for n in (3, 5, 7, 9)]),
         "slice by int": (slice_by_int, [(torch.randn(12, 16), n) for n in (2, 4, 6, 8)]),
         "KV-cache append": (kv_cache_append, [(torch.randn(1, n, 16), torch.randn(1, 1, 16)) for n in (4, 5, 6, 7)]),
+        "cache updated in place": (cache_update, [(WindowCache(n), torch.randn(1, 1, 16)) for n in (4, 5, 6, 7)]),
         "matmul": (matmul, [(torch.randn(n, 16), w) for n in (3, 5, 7, 9)]),
         "branch on size": (branch_on_size, [(torch.randn(n, 16),) for n in (4, 6, 10, 12)]),
         "small module": (mlp, [(torch.randn(n, 16),) for n in (3, 5, 7, 9)]),

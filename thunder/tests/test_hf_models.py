@@ -6,6 +6,9 @@ Tiny random configurations, no downloads: decoder-only (Llama, Qwen2, Mistral wi
 GPT-2), encoder (BERT), encoder-decoder (T5, BART) and vision (ViT) models.
 """
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -14,97 +17,14 @@ import thunder
 transformers = pytest.importorskip("transformers")
 from transformers import DynamicCache  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from hf_zoo import DECODERS, MODELS, inputs, labels_for, model  # noqa: E402
+
 CACHES = pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
-_SMALL = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, vocab_size=128)
-
-MODELS = {
-    "llama": lambda: transformers.LlamaForCausalLM(transformers.LlamaConfig(num_key_value_heads=2, **_SMALL)),
-    "qwen2": lambda: transformers.Qwen2ForCausalLM(transformers.Qwen2Config(num_key_value_heads=2, **_SMALL)),
-    "mistral": lambda: transformers.MistralForCausalLM(
-        transformers.MistralConfig(num_key_value_heads=2, sliding_window=4, **_SMALL)
-    ),
-    "phi3": lambda: transformers.Phi3ForCausalLM(
-        transformers.Phi3Config(num_key_value_heads=2, pad_token_id=0, **_SMALL)
-    ),
-    "gemma": lambda: transformers.GemmaForCausalLM(
-        transformers.GemmaConfig(num_key_value_heads=2, head_dim=8, **_SMALL)
-    ),
-    "gpt2": lambda: transformers.GPT2LMHeadModel(
-        transformers.GPT2Config(
-            vocab_size=128, n_embd=32, n_layer=2, n_head=2, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0
-        )
-    ),
-    "bert": lambda: transformers.BertForMaskedLM(
-        transformers.BertConfig(
-            **_SMALL, max_position_embeddings=64, hidden_dropout_prob=0, attention_probs_dropout_prob=0
-        )
-    ),
-    "t5": lambda: transformers.T5ForConditionalGeneration(
-        transformers.T5Config(
-            vocab_size=128,
-            d_model=32,
-            d_kv=8,
-            d_ff=64,
-            num_layers=2,
-            num_heads=4,
-            dropout_rate=0,
-            decoder_start_token_id=0,
-        )
-    ),
-    "bart": lambda: transformers.BartForConditionalGeneration(
-        transformers.BartConfig(
-            vocab_size=128,
-            d_model=32,
-            encoder_layers=2,
-            decoder_layers=2,
-            encoder_attention_heads=4,
-            decoder_attention_heads=4,
-            encoder_ffn_dim=64,
-            decoder_ffn_dim=64,
-            max_position_embeddings=64,
-            dropout=0,
-            attention_dropout=0,
-            activation_dropout=0,
-        )  # fmt: skip
-    ),
-    "vit": lambda: transformers.ViTForImageClassification(
-        transformers.ViTConfig(
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=64,
-            image_size=16,
-            patch_size=4,
-            hidden_dropout_prob=0,
-            attention_probs_dropout_prob=0,
-        )  # fmt: skip
-    ),
-}
-DECODERS = ["llama", "qwen2", "mistral", "phi3", "gemma", "gpt2"]
-
-
-def model(name):
-    torch.manual_seed(0)
-    return MODELS[name]()
 
 
 def tiny_llama():
     return model("llama").eval()
-
-
-def inputs(name, length, batch=2):
-    ids = torch.randint(1, 128, (batch, length))
-    if name == "vit":
-        return dict(pixel_values=torch.randn(batch, 3, 16, 16))
-    if name in ("t5", "bart"):
-        return dict(input_ids=ids, decoder_input_ids=torch.randint(1, 128, (batch, max(length - 2, 1))))
-    return dict(input_ids=ids)
-
-
-def labels_for(name, kwargs):
-    if name == "vit":
-        return torch.randint(0, 2, (kwargs["pixel_values"].shape[0],))
-    return torch.randint(0, 128, kwargs.get("decoder_input_ids", kwargs.get("input_ids")).shape)
 
 
 @CACHES

@@ -24,12 +24,13 @@ ALLOWED = {
     "distributed": {"activation", "autodiff", "guards"},
     "thunderfx": {"activation"},
     "runtime": {"guards", "controls"},
+    "passes": set(),
     "testing": {"validate"},
     "validate": set(),
     "import_patches": {"activation", "autodiff"},
     "patches": {
-        "activation", "autodiff", "controls", "diagnostics", "distributed", "guards", "runtime", "semantics",
-        "thunderfx",
+        "activation", "autodiff", "controls", "diagnostics", "distributed", "guards", "passes", "runtime",
+        "semantics", "thunderfx",
     },
 }  # fmt: skip
 
