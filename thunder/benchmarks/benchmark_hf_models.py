@@ -2,8 +2,9 @@
 
 Tiny random configurations of ten architectures (``hf_zoo.py``, no downloads), batch 2, lengths cycling through
 5..8 (a new length every call, as prompts of a server): after a warm-up that compiles what each mode compiles
-(torch.compile's automatic dynamic shapes, thunder's symbolic values), steady-state calls are timed, all modes in
-one process on the same inputs, and every mode's logits are checked against eager's.
+(torch.compile's automatic dynamic shapes, thunder's symbolic values, the latter also with thunder's torch.compile
+executor fusing what it can: "thunder fused"), steady-state calls are timed, all modes in one process on the same
+inputs, and every mode's logits are checked against eager's.
 
     python thunder/benchmarks/benchmark_hf_models.py [--calls 200] [--only llama,gpt2] [--json]
 """
@@ -23,7 +24,7 @@ from hf_zoo import MODELS, inputs, model
 
 import thunder_symbolic
 
-MODES = ("eager", "torch.compile", "thunder symbolic values")
+MODES = ("eager", "torch.compile", "thunder symbolic values", "thunder fused")
 LENGTHS = (5, 6, 7, 8)
 
 
@@ -36,6 +37,11 @@ def compiled(mode: str, module: torch.nn.Module):
         return module
     if mode == "torch.compile":
         return torch.compile(module)
+    if mode == "thunder fused":  # (symbolic values; elementwise and reduction chains fused by Inductor)
+        from thunder.executors.torch_compile import torch_compile_ex
+
+        executors = [torch_compile_ex, *thunder.get_default_executors()]
+        return thunder.jit(module, cache="symbolic values", executors=executors)
     return thunder.jit(module, cache=mode.removeprefix("thunder "))
 
 
@@ -74,17 +80,16 @@ def measure_model(name: str, calls: int) -> dict:
 
 
 def print_table(results: dict) -> None:
-    print(f"{'model':10}" + "".join(f"{m:>28}" for m in MODES) + f"{'thunder / torch.compile':>26}")
+    print(f"{'model':10}" + "".join(f"{m:>26}" for m in MODES) + f"{'fused / torch.compile':>24}")
     for name, row in results.items():
-        cells = "".join(f"{row[m]['median_us']:>16.0f} ±{row[m]['iqr_us']:<10.0f}" for m in MODES)
-        ratio = row["thunder symbolic values"]["median_us"] / row["torch.compile"]["median_us"]
-        print(f"{name:10}{cells}{ratio:>25.2f}x")
+        cells = "".join(f"{row[m]['median_us']:>14.0f} ±{row[m]['iqr_us']:<10.0f}" for m in MODES)
+        ratio = row["thunder fused"]["median_us"] / row["torch.compile"]["median_us"]
+        print(f"{name:10}{cells}{ratio:>23.2f}x")
     means = {m: math.exp(statistics.fmean(math.log(r[m]["median_us"]) for r in results.values())) for m in MODES}
-    print(f"{'geo. mean':10}" + "".join(f"{means[m]:>16.0f}{'':12}" for m in MODES))
-    print(
-        "\nthunder's compiles (symbolic values, 4 lengths): "
-        + ", ".join(f"{name} {row['thunder symbolic values']['compiles']}" for name, row in results.items())
-    )
+    print(f"{'geo. mean':10}" + "".join(f"{means[m]:>14.0f}{'':12}" for m in MODES))
+    for mode in MODES[1:]:
+        counts = ", ".join(f"{name} {row[mode]['compiles']}" for name, row in results.items())
+        print(f"{mode} compiles over {len(LENGTHS)} lengths: {counts}")
 
 
 def main() -> None:

@@ -25,12 +25,13 @@ ALLOWED = {
     "thunderfx": {"activation"},
     "runtime": {"guards", "controls"},
     "passes": set(),
+    "fusion": set(),
     "testing": {"validate"},
     "validate": set(),
     "import_patches": {"activation", "autodiff"},
     "patches": {
-        "activation", "autodiff", "controls", "diagnostics", "distributed", "guards", "passes", "runtime",
-        "semantics", "thunderfx",
+        "activation", "autodiff", "controls", "diagnostics", "distributed", "fusion", "guards", "passes",
+        "runtime", "semantics", "thunderfx",
     },
 }  # fmt: skip
 
