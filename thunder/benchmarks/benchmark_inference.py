@@ -432,7 +432,21 @@ def region_label(fn) -> str:
         if name not in ("unpack_trivial", "python_return", "shape", "python_del"):
             names[name] = names.get(name, 0) + 1
     common = sorted(names, key=lambda n: -names[n])[:3]
-    return f"{sum(names.values())} ops: " + ", ".join(common)
+    label = f"{sum(names.values())} ops: " + ", ".join(common)
+    fused = [b for b in thunder.last_traces(fn)[-1].bound_symbols if b.sym.is_fusion]
+    if fused:
+        kernels = sum(len(region.kernels()) for b in fused for region in _fused_regions(b))
+        ops = sum(len(b.subsymbols) for b in fused)
+        label += f"; {len(fused)} fused regions of {ops} ops ({kernels} Inductor kernels)"
+    return label
+
+
+def _fused_regions(bsym) -> list:
+    """The fused regions (thunder_symbolic's Inductor regions) a fusion bound symbol calls."""
+    from thunder_symbolic.fusion.inductor_regions import InductorRegion
+
+    calls = [getattr(fn, "__wrapped__", fn) for fn in bsym._call_ctx.values()] if bsym._call_ctx else []
+    return [fn for fn in calls if isinstance(fn, InductorRegion)]
 
 
 def dynamo_graphs(compiled) -> int:

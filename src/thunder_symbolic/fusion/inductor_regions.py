@@ -18,6 +18,7 @@ as thunder's torch executor would run it. Nothing is ever computed by code compi
 
 from __future__ import annotations
 
+import re
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -48,6 +49,14 @@ class InductorRegion:
         self.variants: list[tuple[Callable, Callable]] = []  # (prepare, compiled)
         self.eager_only = False
         self._lock = threading.Lock()
+
+    def kernels(self) -> list[str]:
+        """The names of the kernels Inductor generated for the region's variants (for reports)."""
+        found = []
+        for _, compiled in self.variants:
+            source = getattr(compiled, "source_code", None) or ""
+            found += re.findall(r"^(\w+) = async_compile\.\w+\(", source, flags=re.MULTILINE)
+        return found
 
     def __call__(self, *args):
         for prepare, compiled in self.variants:
