@@ -42,31 +42,32 @@ class InductorRegion:
     """``fn`` (the region as torch calls, thunder's torch executor's callable) over ``inputs`` (its proxies), compiled
     by Inductor for symbolic sizes on first use."""
 
-    def __init__(self, fn: Callable, inputs: Sequence[Any], name: str):
+    def __init__(self, fn: Callable, inputs: Sequence[Any], name: str, fresh_outputs: Sequence[int] = ()):
         self.fn = fn
         self.inputs = list(inputs)
         self.name = name
-        self.variants: list[tuple[Callable, Callable]] = []  # (prepare, compiled)
+        self.fresh_outputs = tuple(fresh_outputs)  # outputs eager allocates: never returned sharing an input's memory
+        self.variants: list[_Variant] = []
         self.eager_only = False
         self._lock = threading.Lock()
 
     def kernels(self) -> list[str]:
         """The names of the kernels Inductor generated for the region's variants (for reports)."""
         found = []
-        for _, compiled in self.variants:
-            source = getattr(compiled, "source_code", None) or ""
+        for variant in self.variants:
+            source = getattr(variant.compiled, "source_code", None) or ""
             found += re.findall(r"^(\w+) = async_compile\.\w+\(", source, flags=re.MULTILINE)
         return found
 
     def __call__(self, *args):
-        for prepare, compiled in self.variants:
-            if (arguments := prepare(args)) is not None:
-                return compiled(arguments)
+        for variant in self.variants:
+            if (arguments := variant.prepare(args)) is not None:
+                return variant(arguments)
         if self.eager_only or len(self.variants) >= VARIANTS:
             return self.fn(*args)
         with self._lock:
             try:
-                variant = _compile(self.fn, self.inputs, args)
+                variant = _Variant(*_compile(self.fn, self.inputs, args), self.fresh_outputs)
             except _NotCompilable:
                 self.eager_only = True
                 return self.fn(*args)
@@ -77,9 +78,37 @@ class InductorRegion:
                 )
                 return self.fn(*args)
             self.variants.append(variant)
-        prepare, compiled = variant
-        arguments = prepare(args)
-        return self.fn(*args) if arguments is None else compiled(arguments)
+        arguments = variant.prepare(args)
+        return self.fn(*args) if arguments is None else variant(arguments)
+
+
+class _Variant:
+    """One compile of a region: its ``prepare`` (the check, and the compiled code's arguments) and the compiled code.
+
+    Where Inductor returns an input itself, or a view of it, for an output eager allocates (``z * 1``), the output
+    is copied: it would change with the input. Whether an output aliases an input is decided by the compiled code,
+    not by the call: it is found on the first call and the copies are made on every call after."""
+
+    def __init__(self, prepare: Callable, compiled: Callable, fresh_outputs: tuple[int, ...]):
+        self.prepare, self.compiled = prepare, compiled
+        self.fresh_outputs = fresh_outputs
+        self.aliasing: tuple[int, ...] | None = None  # (found on the first call)
+
+    def __call__(self, arguments: list):
+        inputs = list(arguments) if self.aliasing is None else None  # (the compiled code may empty the list)
+        outputs = self.compiled(arguments)
+        if self.aliasing is None:
+            storages = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
+            self.aliasing = tuple(
+                i
+                for i in self.fresh_outputs
+                if outputs[i].numel() and outputs[i].untyped_storage().data_ptr() in storages
+            )
+        if self.aliasing:
+            outputs = list(outputs)
+            for i in self.aliasing:
+                outputs[i] = outputs[i].clone()
+        return outputs
 
 
 _warned: set[str] = set()

@@ -115,9 +115,10 @@ def _make_compiled(original):
     def make_compiled(bsyms, sorted_unique_inputs, sorted_unique_outputs, **kwargs):
         bsyms = [_without_int_shape_outputs(b) for b in bsyms]
         compiled = original(bsyms, sorted_unique_inputs, sorted_unique_outputs, **kwargs)
-        if using_symbolic_values() and kwargs.get("mode") is None and (region := _region_callable(compiled)):
-            compiled = InductorRegion(region, sorted_unique_inputs, name=f"{len(bsyms)} operations")
         allocated = _allocated_outputs(bsyms, sorted_unique_outputs)
+        if using_symbolic_values() and kwargs.get("mode") is None and (region := _region_callable(compiled)):
+            name = f"{len(bsyms)} operations"
+            return InductorRegion(region, sorted_unique_inputs, name=name, fresh_outputs=allocated)
         if not allocated:
             return compiled
 
@@ -134,7 +135,6 @@ def _make_compiled(original):
                     outs[i] = out.clone()
             return outs
 
-        compiled_without_input_aliases.__wrapped__ = compiled  # (what it guards: reports look the region up)
         return compiled_without_input_aliases
 
     return make_compiled
