@@ -107,7 +107,7 @@ def _storages(tensors) -> set[int]:
         "`before = z * 1; z.add_(1)` returned the updated values (a silent wrong result). Each call of a "
         "torch.compile'd region went through Dynamo (7 to 14 µs of overhead a region), which also compiled it "
         "again at its second size: with the executor a tiny Llama's forward took 1.08 ms against 0.99 without it; "
-        "with regions compiled for symbolic sizes, 0.44 ms."
+        "with regions compiled for symbolic sizes, 0.39 ms."
     ),
     upstream="Lightning-AI/lightning-thunder#2746, #2728",
 )
