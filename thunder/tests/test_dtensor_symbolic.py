@@ -326,8 +326,13 @@ if rank == 0 and shared is not None:
     except RuntimeError as e:
         error = (str(e), round(time.monotonic() - t0))
 report(case="late_rank", shared=shared is not None, error=error)
+dist.barrier()  # (rank 1 stays alive until rank 0's wait has timed out: a rank that has ended is noticed sooner)
 sys.stdout.write("".join(line + "\\n" for line in lines))
 sys.stdout.flush()
+# Ended without Python's finalization, as the benchmarks' ranks are (rank_exit.py): gloo's threads releasing a
+# collective's tensors then aborted a rank now and then on torch 2.14 ("terminate called without an active
+# exception", pytorch/pytorch#65231).
+os._exit(0)
 dist.barrier()
 dist.destroy_process_group()
 """

@@ -18,6 +18,7 @@ as thunder's torch executor would run it. Nothing is ever computed by code compi
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import warnings
@@ -30,12 +31,14 @@ from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 
 __all__ = ["InductorRegion", "VARIANTS"]
 
+log = logging.getLogger("thunder_symbolic.fusion")
+
 VARIANTS = 4  # compiled variants a region keeps (a size of 1 in decode, larger ones in prefill...)
 
 
 class _NotCompilable(Exception):
-    """The region takes something a symbolic compile cannot stand for (a float that varies): it runs as the torch
-    executor would."""
+    """The region takes something a symbolic compile cannot stand for (a float that varies), or relates sizes by
+    thunder's arithmetic that its tracing sees as unrelated symbols: it runs as the torch executor would."""
 
 
 class InductorRegion:
@@ -68,7 +71,8 @@ class InductorRegion:
         with self._lock:
             try:
                 variant = _Variant(*_compile(self.fn, self.inputs, args), self.fresh_outputs)
-            except _NotCompilable:
+            except _NotCompilable as e:
+                log.info("thunder_symbolic: a fused region (%s) runs unfused: %s", self.name, e)
                 self.eager_only = True
                 return self.fn(*args)
             except Exception as e:  # (Inductor's internals differ across torch versions: never a failed call)
@@ -192,10 +196,14 @@ def _compile(fn: Callable, inputs: Sequence[Any], args: Sequence[Any]) -> tuple[
         return fn(*arguments[:count])
 
     example = [*fakes, *(symint for _, symint in read_from_tensors)]
-    with fake_mode, torch.no_grad():
-        traced = make_fx(region, decomposition_table=select_decomp_table(), tracing_mode="symbolic")(*example)
-    graph = torch.fx.GraphModule(torch.nn.Module(), traced.graph)  # (without make_fx's attributes: Inductor's
-    # cache pickles the module)
+    try:
+        with fake_mode, torch.no_grad():
+            traced = make_fx(region, decomposition_table=select_decomp_table(), tracing_mode="symbolic")(*example)
+    except Exception as e:  # (sizes thunder relates by its own arithmetic are separate symbols here: `s0 + s1`
+        # does not match `s2`; such a region runs unfused)
+        raise _NotCompilable(f"tracing it on symbolic sizes failed: {e!r}") from e
+    graph = torch.fx.GraphModule(traced, traced.graph)  # (the attributes the graph reads, not make_fx's others:
+    # Inductor's cache pickles the module)
     with tracing(TracingContext(fake_mode)), config.patch(size_asserts=False):  # (the layouts are checked here)
         compiled = compile_fx_inner(graph, example)
     return _preparer(env, reads, read_from_tensors, layout_checks), compiled
