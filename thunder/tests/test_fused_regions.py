@@ -40,29 +40,30 @@ def rms_norm(x, weight):
     return (y.to(x.dtype) * weight).sum(-1), torch.nn.functional.silu(x[:, 1:])
 
 
+def rms_norm_across(lengths, cache="symbolic values"):
+    """``rms_norm`` jitted with the torch.compile executor, held to eager at each length."""
+    jfn = thunder.jit(rms_norm, cache=cache, executors=executors())
+    weight = torch.randn(16)
+    for length in lengths:
+        x = torch.randn(2, length, 16)
+        for mine, theirs in zip(jfn(x, weight), rms_norm(x, weight)):
+            torch.testing.assert_close(mine, theirs)
+    return jfn
+
+
 def regions(jfn) -> list[str]:
     return [b.sym.name for b in thunder.last_traces(jfn)[-1].bound_symbols if b.sym.name.startswith("TorchCompile")]
 
 
 def test_a_region_compiles_once_across_lengths(compiles):
-    jfn = thunder.jit(rms_norm, cache="symbolic values", executors=executors())
-    weight = torch.randn(16)
-    for length in (5, 8, 13, 6):
-        x = torch.randn(2, length, 16)
-        for mine, theirs in zip(jfn(x, weight), rms_norm(x, weight)):
-            torch.testing.assert_close(mine, theirs)
+    jfn = rms_norm_across((5, 8, 13, 6))
     assert regions(jfn) and thunder.cache_misses(jfn) == 1
     assert len(compiles) == len(regions(jfn))  # one Inductor compile per region, for every length
 
 
 def test_a_size_that_breaks_an_assumption_gets_its_own_variant(compiles):
     """Compiled at length 5, the region assumes the sliced length (4) is not 1; length 2 slices to 1: a variant."""
-    jfn = thunder.jit(rms_norm, cache="symbolic values", executors=executors())
-    weight = torch.randn(16)
-    for length in (5, 2, 7, 2):
-        x = torch.randn(2, length, 16)
-        for mine, theirs in zip(jfn(x, weight), rms_norm(x, weight)):
-            torch.testing.assert_close(mine, theirs)
+    jfn = rms_norm_across((5, 2, 7, 2))
     assert thunder.cache_misses(jfn) == 1
     assert len(compiles) == 2 * len(regions(jfn))
 
@@ -86,22 +87,14 @@ def test_a_region_inductor_cannot_compile_runs_unfused(monkeypatch):
 
     monkeypatch.setattr(inductor_regions, "_compile", failing)
     monkeypatch.setattr(inductor_regions, "_warned", set())
-    jfn = thunder.jit(rms_norm, cache="symbolic values", executors=executors())
-    weight = torch.randn(16)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for length in (5, 8):
-            x = torch.randn(2, length, 16)
-            for mine, theirs in zip(jfn(x, weight), rms_norm(x, weight)):
-                torch.testing.assert_close(mine, theirs)
+        rms_norm_across((5, 8))
     assert any("runs unfused" in str(w.message) and "no C++ compiler" in str(w.message) for w in caught)
 
 
 def test_constant_values_keep_thunders_torch_compile_regions():
-    jfn = thunder.jit(rms_norm, executors=executors())
-    x, weight = torch.randn(2, 5, 16), torch.randn(16)
-    for mine, theirs in zip(jfn(x, weight), rms_norm(x, weight)):
-        torch.testing.assert_close(mine, theirs)
+    jfn = rms_norm_across((5,), cache="constant values")
     trace = thunder.last_traces(jfn)[-1]
     fused = [ctx for b in trace.bound_symbols if b.sym.name.startswith("TorchCompile") for ctx in b._call_ctx.values()]
     assert fused and not any(isinstance(fn, inductor_regions.InductorRegion) for fn in fused)

@@ -101,18 +101,22 @@ class _Variant:
     def __call__(self, arguments: list):
         inputs = list(arguments) if self.aliasing is None else None  # (the compiled code may empty the list)
         outputs = self.compiled(arguments)
-        if self.aliasing is None:
-            storages = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
-            self.aliasing = tuple(
-                i
-                for i in self.fresh_outputs
-                if outputs[i].numel() and outputs[i].untyped_storage().data_ptr() in storages
-            )
-        if self.aliasing:
+        aliasing = self.aliasing if self.aliasing is not None else self._aliasing(inputs, outputs)
+        if aliasing:
             outputs = list(outputs)
-            for i in self.aliasing:
+            for i in aliasing:
                 outputs[i] = outputs[i].clone()
         return outputs
+
+    def _aliasing(self, inputs: list, outputs) -> tuple[int, ...]:
+        """The fresh outputs that share an input's memory; kept once every fresh output has memory to tell by (an
+        empty one has none, and needs no copy)."""
+        storages = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
+        pointers = {i: outputs[i].untyped_storage().data_ptr() for i in self.fresh_outputs}
+        aliasing = tuple(i for i, pointer in pointers.items() if pointer and pointer in storages)
+        if all(pointers.values()):
+            self.aliasing = aliasing
+        return aliasing
 
 
 _warned: set[str] = set()
@@ -179,13 +183,9 @@ def _compile(fn: Callable, inputs: Sequence[Any], args: Sequence[Any]) -> tuple[
                             strides.append(new_symbol(stride, f"args[{i}].stride({k})", f"stride{len(reads)}", True))
                     fake = torch.empty_strided(sizes, strides, dtype=arg.dtype, device=arg.device)
                 fakes.append(fake)
-            elif isinstance(proxy, IntegerProxy) and type(arg) is int:
-                if proxy.name in symbols:  # (read from a tensor already: the argument must agree)
-                    symbol = next(s for s, symint in read_from_tensors if symint is symbols[proxy.name])
-                    layout_checks.append(f"args[{i}] == {reads[symbol]}")
-                    fakes.append(symbols[proxy.name])
-                else:
-                    fakes.append(size(proxy, arg, f"args[{i}]", from_tensor=False))
+            elif isinstance(proxy, IntegerProxy) and type(arg) is int:  # (one proxy is one value: thunder's trace
+                # gives a tensor whose size is this proxy that size, so a symbol read from either stands for both)
+                fakes.append(size(proxy, arg, f"args[{i}]", from_tensor=False))
             elif isinstance(proxy, NumberProxy):
                 raise _NotCompilable(f"input {i} is a {type(arg).__name__} that may vary")
             else:

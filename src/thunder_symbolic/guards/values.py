@@ -32,8 +32,7 @@ buffers and submodules are thunder's, but for the reads above.
 While tracing, :class:`ValueGuards` also keeps a shallow snapshot of every container it checked (with the path
 it was read through): a traced function that changes one in place (``cache.append(...)``, ``memo[k] = t``) has a
 side effect that :mod:`thunder_symbolic.semantics.side_effects` replays on every call; when the trace ends the
-container is
-as it was (:meth:`ValueGuards.restore_containers`).
+container is as it was (:meth:`ValueGuards.restore_containers`).
 """
 
 from __future__ import annotations

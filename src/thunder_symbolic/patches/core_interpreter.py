@@ -360,13 +360,11 @@ def _wrap_args_from_list(original):
 @patch(
     "thunder.core.interpreter:_default_opcode_handler_map",
     summary="BINARY_SUBSCR of a tuple or list by an int, or of a dict by a str, calls the interpreter's lookaside "
-    "directly instead of interpreting `obj.__getitem__(index)` (same wrapped value and provenance); a slice, "
-    "sum or repetition of a size is marked a size (see thunder_symbolic.semantics.sizes); assigning or deleting a "
-    "global "
-    "or a closure variable of a function reached through the inputs is replayed by the epilogue; an object's "
-    "`__dict__` or a module's `_modules` read in traced code has its keys checked; `del obj.name` of an object "
-    "the program was given is replayed by the epilogue; a numpy number meeting a "
-    "proxy in a binary operator is its Python number",
+    "directly instead of interpreting `obj.__getitem__(index)` (same wrapped value and provenance); a slice, sum or "
+    "repetition of a size is marked a size (see thunder_symbolic.semantics.sizes); assigning or deleting a global or a "
+    "closure variable of a function reached through the inputs is replayed by the epilogue; an object's `__dict__` or "
+    "a module's `_modules` read in traced code has its keys checked; `del obj.name` of an object the program was given "
+    "is replayed by the epilogue; a numpy number meeting a proxy in a binary operator is its Python number",
     why="One interpreted frame per subscript such as `outputs[0]` (74 in the benchmark's prefill, besides those "
     "of global reads and `*args`). Eager's `x.shape[1:]` and `x.shape[:-1] + (n,)` are torch.Size; traced, they "
     "were tuples to isinstance, type and str. `global LAST; LAST = x.shape[0]` ran once, while tracing (a proxy "
@@ -454,8 +452,7 @@ def _recording_stores(handler, target, verb: str):
     """``handler`` of STORE/DELETE_GLOBAL or _DEREF, which changes a global of, or a closure variable captured by,
     a function reached through the inputs natively: the change is recorded for the replay (put back when the trace
     ends, made again by every call's epilogue: see thunder_symbolic.semantics.side_effects). Globals of library
-    modules and
-    cells made while tracing are the traced code's own."""
+    modules and cells made while tracing are the traced code's own."""
     kind = "globals" if target is _globals_of else "cell"
 
     def recording_handler(inst, /, stack, co, frame, **kwargs):

@@ -19,15 +19,16 @@ from thunder_symbolic.runtime.dispatch import fast_call_path
         "compiles no more (calls no program accepts run eagerly, or raise); "
         "takes the options dynamic_shapes, recompile_limit and on_recompile_limit (thunder_symbolic.controls); "
         "a call that names no cache option takes THUNDER_SYMBOLIC_DEFAULT_CACHE's, when set; a call made while "
-        "thunder adds a transform to a jitted function takes that function's options where it names none; "
+        "thunder adds a transform to a jitted function, or jits thunderfx's regions of a dynamic graph, takes those "
+        "options where it names none; "
         "under symbolic values, cache hits take a shorter call path that runs the same checks"
     ),
     why=(
         "0.2.6 only counts cache misses: the failed guard and its source line were lost, and a function that "
         "recompiles at every call says nothing and keeps every program (200 widths: 200 programs, +604 MB). "
         "Users cannot declare a dim static or its range. And its per-call wrappers cost more than the prologue's "
-        "checks, where decode loops pay them every step. A default cache option set once for a process lets code that never names one (thunderfx, thunder.compile, "
-        "thunder's own tests) run under symbolic values."
+        "checks, where decode loops pay them every step. A default cache option set once for a process lets code "
+        "that never names one (thunderfx, thunder.compile, thunder's own tests) run under symbolic values."
     ),
     upstream="Lightning-AI/lightning-thunder#463",
 )
