@@ -66,6 +66,19 @@ class Scaled(torch.nn.Module):
         return self.act(self.norm(self.lin(x))) * self.scale
 
 
+class Tied(torch.nn.Module):
+    """An embedding and a head sharing one weight, as GPT-2's ``lm_head.weight`` is ``wte.weight``."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(10, 4)
+        self.head = torch.nn.Linear(4, 10, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids):
+        return self.head(self.embed(ids))
+
+
 def masked(x, mask, dtype, act):
     if mask is not None:
         x = x.masked_fill(mask, 0.0)
@@ -170,6 +183,17 @@ CASES = [
             ("parameter frozen", (_rand(2, 4),), {}, "freeze"),
         ],
     ),
+    (
+        "tied weights",
+        lambda: Tied().eval(),
+        ((torch.tensor([[1, 2, 3]]),), {}),
+        [
+            ("another length", (torch.tensor([[4, 5]]),), {}, None),
+            ("untied", (torch.tensor([[4, 5]]),), {}, "untie"),
+            ("untied, same sizes", (torch.tensor([[1, 2, 3]]),), {}, "untie"),
+            ("int32 ids", (torch.tensor([[1, 2]], dtype=torch.int32),), {}, None),
+        ],
+    ),
 ]
 
 
@@ -191,12 +215,17 @@ def _module_change(program, change):
         program.train()
     elif change == "freeze":
         program.lin.weight.requires_grad_(False)
+    elif change == "untie":
+        program.head.weight = torch.nn.Parameter(program.embed.weight.detach().clone())
     try:
         yield
     finally:
-        program.scale = 0.5
-        program.eval()
-        program.lin.weight.requires_grad_(True)
+        if change == "untie":
+            program.head.weight = program.embed.weight
+        else:
+            program.scale = 0.5
+            program.eval()
+            program.lin.weight.requires_grad_(True)
 
 
 @pytest.mark.parametrize("name, make, first, probes", CASES, ids=[case[0] for case in CASES])
@@ -250,3 +279,24 @@ def test_calls_through_the_compiled_prologue_match_eager_and_reuse_the_program()
             torch.testing.assert_close(jm(x), module(x))
     assert thunder.cache_misses(jm) == 2
     assert thunder.cache_hits(jm) == 4
+
+
+def test_a_tied_weight_keeps_the_tensor_check_in_cpp():
+    """torch's tensor guard rejects a tensor passed twice; the compiled check passes it once and checks the
+    repeat is the same tensor, so a model with tied weights does not run the Python checks on every call."""
+    module = Tied().eval()
+    jm = thunder.jit(module, cache="symbolic values")
+    with torch.no_grad():
+        for n in (3, 4, 5, 4, 3):
+            ids = torch.arange(n).reshape(1, n)
+            torch.testing.assert_close(jm(ids), module(ids))
+        (entry,) = thunder.compile_stats(jm).interpreter_cache
+        accept = _functions(jm, entry)[0]
+        for n in (3, 4, 5):
+            assert compiled_verdict(accept, (torch.arange(n).reshape(1, n),), {}) is not None
+        checks = accept.__globals__["_learn"].__self__
+        assert checks.learned == 1, "the tensor check was relearned: it rejected the tied weight"
+        module.head.weight = torch.nn.Parameter(torch.randn(10, 4))  # untied: the program takes both
+        ids = torch.tensor([[1, 2]])
+        torch.testing.assert_close(jm(ids), module(ids))
+    assert thunder.cache_misses(jm) == 1

@@ -274,8 +274,36 @@ class _TensorChecks:
         if self.learned >= self.RELEARN:
             return
         self.learned += 1
-        strides = [[None] * len(sizes) for sizes in self.sizes]
-        self.namespace["_tensors"] = TensorGuards(*tensors, dynamic_dims_sizes=self.sizes, dynamic_dims_strides=strides)
+        first = {}  # a tensor's id -> the first position it is at
+        distinct = [first.setdefault(id(t), position) == position for position, t in enumerate(tensors)]
+        kept = [position for position, is_first in enumerate(distinct) if is_first]
+        sizes = [self.sizes[position] for position in kept]
+        guards = TensorGuards(
+            *(tensors[position] for position in kept),
+            dynamic_dims_sizes=sizes,
+            dynamic_dims_strides=[[None] * len(s) for s in sizes],
+        )
+        if len(kept) < len(tensors):
+            repeats = tuple((p, first[id(t)]) for p, t in enumerate(tensors) if not distinct[p])
+            guards = _OneTensorTwice(guards, tuple(kept), repeats)
+        self.namespace["_tensors"] = guards
+
+
+class _OneTensorTwice:
+    """The tensor checks where the learned call passed one tensor at two places (a tied weight: GPT-2's
+    ``lm_head.weight`` is ``wte.weight``), which TensorGuards rejects as an alias: it checks the distinct
+    tensors, and that each repeat is again the same tensor as its first place."""
+
+    __slots__ = ("guards", "kept", "repeats")
+
+    def __init__(self, guards: TensorGuards, kept: tuple[int, ...], repeats: tuple[tuple[int, int], ...]):
+        self.guards, self.kept, self.repeats = guards, kept, repeats
+
+    def check(self, *tensors) -> bool:
+        for position, first in self.repeats:
+            if tensors[position] is not tensors[first]:
+                return False
+        return self.guards.check(*[tensors[position] for position in self.kept])
 
 
 class _Never:

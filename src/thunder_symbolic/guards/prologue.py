@@ -17,6 +17,7 @@ from thunder.core.prims import OpTags
 from thunder.executors.pythonex import ex as pythonex
 
 from thunder_symbolic.guards.algebra import NAMESPACE, same_float
+from thunder_symbolic.guards.shared_terms import shared_terms
 
 __all__ = [
     "GuardFailed",
@@ -38,24 +39,52 @@ class GuardFailed(RuntimeError):
 
 @functools.lru_cache(maxsize=1024)  # (bounded: it outlives the jitted functions whose programs it serves)
 def compile_guards(names: tuple[str, ...], guards: tuple[tuple[str, str], ...]):
-    """A function of the named inputs that raises :class:`GuardFailed` for the first guard that fails."""
+    """A function of the named inputs that raises :class:`GuardFailed` for the first guard that fails.
+
+    It checks the guards with their repeated terms computed once (:func:`shared_terms`); when that check
+    rejects or raises, the guards as written decide, so a failure names the first guard that fails."""
+    conditions, shapes = _shapes_read_once(names, [condition for condition, _ in guards])
+    exact = _compiled(names, guards, conditions, shapes)
+    lines = [f"def check_guards({', '.join(names)}):", "    try:"]
+    lines += [f"        {local} = {read}" for local, read in shapes.items()]
+    for assignments, condition in shared_terms(conditions, frozenset(shapes)):
+        lines += [f"        {assignment}" for assignment in assignments]
+        if condition is not None:
+            lines.append(f"        if not ({condition}):\n            return _exact({', '.join(names)})")
+    lines += ["    except GuardFailed:", "        raise", "    except Exception:  # noqa: BLE001",
+              f"        return _exact({', '.join(names)})", "    return None"]  # fmt: skip
+    namespace: dict[str, Any] = {**NAMESPACE, "_exact": exact, "GuardFailed": GuardFailed}
+    exec(compile("\n".join(lines), "<thunder_symbolic guards>", "exec"), namespace)
+    check = namespace["check_guards"]
+    check.exact = exact
+    return check
+
+
+def _shapes_read_once(names, conditions: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The conditions reading each tensor's shape from a local (every ``.shape`` access builds a new
+    torch.Size), and those locals: ``{"_shape0": "x.shape"}``."""
+    shapes = {}
+    for position, name in enumerate(names):
+        pattern = re.compile(rf"\b{re.escape(name)}\.shape\b")
+        if any(pattern.search(c) for c in conditions):
+            shapes[f"_shape{position}"] = f"{name}.shape"
+            conditions = [pattern.sub(f"_shape{position}", c) for c in conditions]
+    return conditions, shapes
+
+
+def _compiled(names, guards, conditions: list[str], shapes: dict[str, str]):
+    """The guards as written, in order: raises GuardFailed for the first that fails."""
 
     def fail(index: int):
         raise GuardFailed(*guards[index])
 
     lines = [f"def check_guards({', '.join(names)}):"]
-    conditions = [condition for condition, _ in guards]
-    for position, name in enumerate(names):
-        # Read each tensor's shape once (every `.shape` access builds a new torch.Size).
-        pattern = re.compile(rf"\b{re.escape(name)}\.shape\b")
-        if any(pattern.search(c) for c in conditions):
-            lines.append(f"    _shape{position} = {name}.shape")
-            conditions = [pattern.sub(f"_shape{position}", c) for c in conditions]
+    lines += [f"    {local} = {read}" for local, read in shapes.items()]
     for index, condition in enumerate(conditions):
         lines.append(f"    if not {condition}:\n        fail({index})")
     lines.append("    return None")
     namespace: dict[str, Any] = {**NAMESPACE, "fail": fail}
-    exec(compile("\n".join(lines), "<thunder_symbolic guards>", "exec"), namespace)
+    exec(compile("\n".join(lines), "<thunder_symbolic guards as recorded>", "exec"), namespace)
     return namespace["check_guards"]
 
 
