@@ -49,10 +49,10 @@ CUDA_COMPILES = {
 }
 
 # The DTensor operations each program (without grad) still runs through DTensor's dispatch; every other
-# one runs on local tensors (thunder_symbolic.distributed.dtensor_local). A DTensor the program returns or reads the
-# shape of, or hands to one of these, is made by DTensor.
+# one runs on local tensors (thunder_symbolic.distributed.dtensor_local). A DTensor the program returns, or hands to
+# one of these, is made by DTensor (one whose shape is read is not: the sizes are computed from the local tensor's,
+# thunder_symbolic.passes.size_reads).
 THROUGH_DTENSOR = {
-    "from_local_shapes": {"dtensor_from_local"},  # its shape is read
     "partial_sums": {"dtensor_from_local", "dtensor_exp"},  # DTensor sums the partials before exp
     "partial_products": {"dtensor_from_local", "dtensor_mul"},  # and one factor of a product of partials
     "redistribute_to_replicate": {"dtensor_from_local", "dtensor_redistribute"},  # Shard to Replicate gathers

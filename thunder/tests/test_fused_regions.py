@@ -98,3 +98,32 @@ def test_constant_values_keep_thunders_torch_compile_regions():
     trace = thunder.last_traces(jfn)[-1]
     fused = [ctx for b in trace.bound_symbols if b.sym.name.startswith("TorchCompile") for ctx in b._call_ctx.values()]
     assert fused and not any(isinstance(fn, inductor_regions.InductorRegion) for fn in fused)
+
+
+def positions(x):
+    rows = x.reshape(-1, x.shape[-1])  # (the count of rows is read from this computed tensor)
+    return (rows * 2).sum(-1) + torch.arange(rows.shape[0]).to(x.dtype)
+
+
+def test_sizes_read_from_computed_tensors_do_not_cut_the_region(compiles):
+    """The row count is read from ``rows``; computed from ``x``'s sizes instead, it no longer separates the fused
+    operations before it from those after, and the ``arange`` made from it joins them: one region."""
+    jfn = thunder.jit(positions, cache="symbolic values", executors=executors())
+    for batch, length in ((2, 5), (3, 7), (4, 3)):
+        x = torch.randn(batch, length, 8)
+        torch.testing.assert_close(jfn(x), positions(x))
+    assert regions(jfn) == ["TorchCompile0"]
+    assert thunder.cache_misses(jfn) == 1 and len(compiles) == 1
+
+
+def shifted(x, k):
+    return x * 2 + k
+
+
+def test_a_negative_int_argument_is_fused(compiles):
+    """An int argument is a symbol with no sign assumed (a size's is never negative): a negative one fuses."""
+    jfn = thunder.jit(shifted, cache="symbolic values", executors=executors())
+    for length, k in ((5, -3), (7, 4), (6, -8)):
+        x = torch.randn(length)
+        torch.testing.assert_close(jfn(x, k), shifted(x, k))
+    assert thunder.cache_misses(jfn) == 1 and len(compiles) == 1

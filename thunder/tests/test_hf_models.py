@@ -43,6 +43,29 @@ def test_forward_across_lengths_and_batches(name, cache):
         assert thunder.cache_misses(jitted) <= 2
 
 
+@pytest.mark.parametrize("name", ["llama"])
+def test_fused_forward_across_lengths(name):
+    """With thunder's torch.compile executor: every region Inductor compiles (none left unfused: with its positions
+    and mask read from sizes of computed tensors, a Llama's fused region failed Inductor's C++ build), one program,
+    logits equal eager's."""
+    import warnings
+
+    from thunder.executors.torch_compile import torch_compile_ex
+
+    eager = model(name).eval()
+    jitted = thunder.jit(eager, cache="symbolic values", executors=[torch_compile_ex, *thunder.get_default_executors()])
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*runs unfused")
+        for length in (5, 8, 6):
+            kwargs = inputs(name, length)
+            torch.testing.assert_close(
+                jitted(**kwargs, use_cache=False).logits, eager(**kwargs, use_cache=False).logits
+            )
+    assert thunder.cache_misses(jitted) == 1
+    fused = [b for b in thunder.last_traces(jitted)[-1].bound_symbols if b.sym.name.startswith("TorchCompile")]
+    assert len(fused) <= 2, [b.sym.name for b in fused]
+
+
 @pytest.mark.parametrize("name", [n for n in MODELS if n != "bart"])
 def test_a_training_step(name):
     """Loss and every parameter's gradient equal eager's, one program across sequence lengths (symbolic values).

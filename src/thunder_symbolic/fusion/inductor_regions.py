@@ -29,6 +29,8 @@ import sympy
 import torch
 from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 
+from thunder_symbolic.guards import algebra
+
 __all__ = ["InductorRegion", "VARIANTS"]
 
 log = logging.getLogger("thunder_symbolic.fusion")
@@ -138,29 +140,37 @@ def _compile(fn: Callable, inputs: Sequence[Any], args: Sequence[Any]) -> tuple[
     from torch._inductor.decomposition import select_decomp_table
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
     env = ShapeEnv(specialize_zero_one=False, duck_shape=False)
     fake_mode = FakeTensorMode(shape_env=env)
-    symbols: dict[str, Any] = {}  # a size proxy's name -> its SymInt
+    symbols: dict[Any, Any] = {}  # a size (its canonical form, or its proxy's name) -> its SymInt
     reads: dict[sympy.Symbol, str] = {}  # a symbol -> how it is read from the arguments
     read_from_tensors: list[tuple[sympy.Symbol, Any]] = []  # sizes and strides read from tensors: graph inputs
     layout_checks: list[str] = []
 
     def new_symbol(value: int, read: str, name: str, from_tensor: bool):
-        symbol = env.create_symbol(value, ConstantSource(name))
+        if from_tensor:  # (a size or a stride: never negative)
+            symbol = env.create_symbol(value, ConstantSource(name))
+        else:  # (an int argument may be negative: T5's relative positions are; no sign assumed, none to check)
+            symbol = env.create_unspecified_symbol(value, ConstantSource(name), dynamic_dim=DimDynamic.DYNAMIC)
         symint = env.create_symintnode(symbol, hint=value)
         reads[symbol] = read
         if from_tensor:
             read_from_tensors.append((symbol, symint))
         return symint
 
+    forms = algebra.Symbols()
+
     def size(proxy_dim, value: int, read: str, from_tensor: bool = True):
         if not isinstance(proxy_dim, IntegerProxy):
             return int(value)
-        if proxy_dim.name not in symbols:
-            symbols[proxy_dim.name] = new_symbol(int(value), read, proxy_dim.name, from_tensor)
-        return symbols[proxy_dim.name]
+        key = _canonical(proxy_dim, forms)
+        if key not in symbols:
+            symbols[key] = new_symbol(int(value), read, proxy_dim.name, from_tensor)
+        elif key != proxy_dim.name:  # (another proxy of the same size: checked all the same, it costs nothing)
+            layout_checks.append(f"{read} == {reads[symbols[key].node.expr]}")
+        return symbols[key]
 
     fakes = []
     with fake_mode:
@@ -207,6 +217,16 @@ def _compile(fn: Callable, inputs: Sequence[Any], args: Sequence[Any]) -> tuple[
     with tracing(TracingContext(fake_mode)), config.patch(size_asserts=False):  # (the layouts are checked here)
         compiled = compile_fx_inner(graph, example)
     return _preparer(env, reads, read_from_tensors, layout_checks), compiled
+
+
+def _canonical(proxy: IntegerProxy, forms) -> Any:
+    """What names a size: the canonical form of its expression over the program's inputs where the algebra knows
+    it (two proxies of one size, ``i60`` read from a tensor the positions made and ``kv_length`` read from the
+    input, are one symbol; as two, Inductor checked an index against the other and its C++ failed to build), else
+    the proxy's name."""
+    expr = algebra.expr_of(proxy)
+    form = algebra.simplify(expr, forms)[1] if expr is not None else None
+    return proxy.name if form is None or form.is_number else form
 
 
 def _preparer(env, reads: dict[sympy.Symbol, str], read_from_tensors: list, layout_checks: list[str]) -> Callable:

@@ -9,15 +9,17 @@ import sys
 import time
 
 import torch
+from thunder.extend import FusionExecutor
 
 from thunder_symbolic.activation.registry import patch
-from thunder_symbolic.passes import conversions
+from thunder_symbolic.passes import conversions, size_reads
 
 
 @patch(
     "thunder.executors.passes:transform_for_execution",
-    summary="conversions that return their input (x.to(its own dtype or device)) are removed first; after every "
-    "fusion pass, the DTensor local executor's sums over the ranks are scheduled: waited for just before their first "
+    summary="conversions that return their input (x.to(its own dtype or device)) are removed first; with a fusing "
+    "executor, sizes read from computed tensors are computed from the inputs' sizes, and size arithmetic that "
+    "reads nothing computed runs first; after every fusion pass, the DTensor local executor's sums over the ranks are scheduled: waited for just before their first "
     "reader, and those started before any is read sent as one collective",
     why=(
         "The executors' fusion passes run in turn, and a fusing executor's partition reorders the whole "
@@ -25,12 +27,18 @@ from thunder_symbolic.passes import conversions
         "benchmark, moved every wait back up to its sum (the MoE's shared-expert sum was waited for before "
         "the routed experts were computed). Only the end of the pass sees the order that runs. And the torch "
         "executor ran every conversion eager answers with the tensor itself as a call (3 of the 242 operations of "
-        "the benchmark's large decode region, 1 of the 11 of its small one; thunder_symbolic.passes.conversions)."
+        "the benchmark's large decode region, 1 of the 11 of its small one; thunder_symbolic.passes.conversions). "
+        "A size read from a computed tensor (prims.shape, which no fusing executor claims) cut the fusions on "
+        "either side of it: a tiny Llama's forward ran as 11 torch.compile regions, as 2 with the reads computed "
+        "from the inputs (thunder_symbolic.passes.size_reads)."
     ),
 )
 def _transform_for_execution(original):
     def transform_for_execution(trace, executors_list):
-        extrace = original(conversions.without_noop_conversions(trace), executors_list)
+        trace = conversions.without_noop_conversions(trace)
+        if any(isinstance(executor, FusionExecutor) for executor in executors_list):
+            trace = size_reads.sizes_read_from_inputs(trace)
+        extrace = original(trace, executors_list)
         if not torch.distributed.is_available():
             return extrace
         from thunder_symbolic.distributed import dtensor_local

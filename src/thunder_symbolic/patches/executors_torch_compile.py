@@ -18,7 +18,8 @@ from thunder_symbolic.fusion.inductor_regions import InductorRegion
 @patch(
     "thunder.executors.torch_compile:torch_compile_ex._implmap",
     summary="prims.shape, number-only operations, alias updates and DTensor operations stay outside torch.compile "
-    "fusions; the DTensor local executor's operations on local tensors join them",
+    "fusions; the DTensor local executor's operations on local tensors and tensors made from numbers (arange, full, "
+    "ones, zeros) join them",
     why=(
         "A trace may produce a dim in several prims.shape calls (each .shape access binds one), and DCE "
         "writes the repeated outputs as ints: inside a fusion region that failed with 'name i0 already "
@@ -33,7 +34,11 @@ from thunder_symbolic.fusion.inductor_regions import InductorRegion
 )
 def _implmap(original):
     left_out = {PrimIDs.SHAPE, PrimIDs.UPDATE_ALIASES} | {op for op in original if _is_dtensor_operation(op)}
-    implmap = {op: ImplInfo(checker=_involves_plain_tensors) for op in original if op not in left_out}
+    implmap = {
+        op: ImplInfo(checker=_makes_a_tensor if op in _FACTORIES else _involves_plain_tensors)
+        for op in original
+        if op not in left_out
+    }
     if torch.distributed.is_available():
         from thunder_symbolic.distributed.dtensor_local import FUSIBLE, executor
 
@@ -45,6 +50,15 @@ def _is_dtensor_operation(op) -> bool:
     from thunder.torch.experimental.dtensor_torch_and_prims import DTensorPrimIDs
 
     return isinstance(op, DTensorPrimIDs) or str(op).startswith("dtensor_")
+
+
+# Operations making a tensor from numbers alone, deterministically: the positions and masks of a decoder
+# (``torch.arange(past, past + length)``) join the fusion that reads them instead of cutting it.
+_FACTORIES = frozenset({"torch.arange", "torch.full", "torch.ones", "torch.zeros"})
+
+
+def _makes_a_tensor(*args, **kwargs) -> bool:
+    return not any(isinstance(a, TensorProxy) and is_dtensor_proxy(a) for a in tree_flatten((args, kwargs))[0])
 
 
 def _involves_plain_tensors(*args, **kwargs) -> bool:
