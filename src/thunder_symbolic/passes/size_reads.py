@@ -23,7 +23,7 @@ import functools
 from typing import Any
 
 from thunder.core.prims import PrimIDs
-from thunder.core.proxies import NumberProxy, TensorProxy
+from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunder.core.trace import TraceProvenance, from_trace
 from thunder.executors.pythonex import ex as pythonex
 
@@ -58,6 +58,27 @@ size_of_inputs = pythonex.register_operator("size_of_inputs", meta=_meta, fn=_si
 pythonex.register_implementation(size_of_inputs, size_of_inputs, checker=lambda *args: True)
 
 
+def _tensor_arguments(trace) -> list[TensorProxy]:
+    """The tensors the trace has before it computes anything: its tensor arguments, and those its first bound
+    symbols unpack from collections (a backward's saved tensors and cotangents)."""
+    found = [p for p in trace.args if isinstance(p, TensorProxy)]
+    for bsym in trace.bound_symbols[: _unpacked(trace.bound_symbols)]:
+        found += [p for p in bsym.flat_outs if isinstance(p, TensorProxy)]
+    return found
+
+
+def _unpacked(bsyms: list) -> int:
+    """How many of the first bound symbols unpack the arguments."""
+    count = 0
+    while (
+        count < len(bsyms)
+        and isinstance(bsyms[count].sym.id, PrimIDs)
+        and bsyms[count].sym.id.name.startswith("UNPACK")
+    ):
+        count += 1
+    return count
+
+
 class _Inputs:
     """The sizes of a trace's tensor arguments, by the algebra's symbol of each (a size that is, in canonical
     form, one input's size)."""
@@ -65,12 +86,11 @@ class _Inputs:
     def __init__(self, trace):
         self.symbols = algebra.Symbols()
         self.by_symbol: dict[Any, tuple[TensorProxy, int]] = {}
-        for arg in trace.args:
-            if isinstance(arg, TensorProxy):
-                for dim, size in enumerate(arg._shape):
-                    form = self.form(size)
-                    if form is not None and form.is_Symbol:
-                        self.by_symbol.setdefault(form, (arg, dim))
+        for arg in _tensor_arguments(trace):
+            for dim, size in enumerate(arg._shape):
+                form = self.form(size)
+                if form is not None and form.is_Symbol:
+                    self.by_symbol.setdefault(form, (arg, dim))
 
     def form(self, size):
         expr = algebra.expr_of(size) if isinstance(size, NumberProxy) else None
@@ -130,17 +150,11 @@ def _is_size_computation(bsym, arguments: set[str]) -> bool:
     return bsym.sym.id in _ARITHMETIC and not any(isinstance(a, TensorProxy) for a in bsym.flat_args)
 
 
-def _is_unpacking(bsym) -> bool:
-    return isinstance(bsym.sym.id, PrimIDs) and bsym.sym.id.name.startswith("UNPACK")
-
-
 def _sizes_first(bsyms: list, arguments: set[str]) -> list:
     """``bsyms`` with the size computations that depend only on the arguments moved right after the arguments'
     unpacking, in their order."""
-    start = 0
-    while start < len(bsyms) and _is_unpacking(bsyms[start]):
-        start += 1
-    available = set(arguments) | {o.name for b in bsyms[:start] for o in b.flat_outs if hasattr(o, "name")}
+    start = _unpacked(bsyms)
+    available = set(arguments) | {o.name for b in bsyms[:start] for o in b.flat_outs if isinstance(o, Proxy)}
     early, rest = [], []
     for bsym in bsyms[start:]:
         if _is_size_computation(bsym, arguments) and all(p.name in available for p in bsym.flat_proxy_args):
@@ -157,7 +171,7 @@ def sizes_read_from_inputs(trace):
     inputs = _Inputs(trace)
     if not inputs.by_symbol:
         return trace
-    arguments = {arg.name for arg in trace.args if isinstance(arg, TensorProxy)}
+    arguments = {arg.name for arg in _tensor_arguments(trace)}
     used = {p.name for bsym in trace.bound_symbols for p in bsym.flat_proxy_args}
     kept, replaced = [], 0
     for bsym in trace.bound_symbols:
@@ -170,7 +184,7 @@ def sizes_read_from_inputs(trace):
             continue
         kept += reads
         replaced += 1
-    ordered = _sizes_first(kept, {arg.name for arg in trace.args})
+    ordered = _sizes_first(kept, {p.name for p in trace.args if isinstance(p, Proxy)} | arguments)
     if not replaced and all(a is b for a, b in zip(ordered, trace.bound_symbols)):
         return trace
     out = from_trace(trace)
