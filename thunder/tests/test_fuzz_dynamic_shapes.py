@@ -212,6 +212,17 @@ def _upstream_raises(fn, x, k, extra, error_type, *, grad: bool, seed: int) -> b
     return False
 
 
+def fuzz_settings(examples: int):
+    """Hypothesis settings of the fuzz tests: derandomized in the fast profile, no deadline, big examples allowed."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=PROFILE == "fast",
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        print_blob=True,
+    )
+
+
 def check_program(program: Program, arguments, *, grad: bool, executors=None):
     """Every call (outputs, and x's gradient with ``grad``) equals eager's; compiles within the bound."""
     try:
@@ -280,13 +291,7 @@ def _check_program(program: Program, arguments, *, grad: bool, executors=None):
         assert compiles <= len(classes), f"{compiles} compiles for {len(classes)} path/size classes:\n{reasons}"
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    derandomize=PROFILE == "fast",
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    print_blob=True,
-)
+@fuzz_settings(EXAMPLES)
 @given(program=programs(), arguments=argument_sets())
 @example(
     program=_narrowing_to_width_one(),
@@ -302,25 +307,13 @@ def test_generated_program_matches_eager(program: Program, arguments):
     check_program(program, arguments, grad=False)
 
 
-@settings(
-    max_examples=EXAMPLES // 10,
-    deadline=None,
-    derandomize=PROFILE == "fast",
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    print_blob=True,
-)
+@fuzz_settings(EXAMPLES // 10)
 @given(program=programs(), arguments=argument_sets())
 def test_generated_program_gradients_match_eager(program: Program, arguments):
     check_program(program, arguments, grad=True)
 
 
-@settings(
-    max_examples=max(EXAMPLES // 30, 5),
-    deadline=None,
-    derandomize=PROFILE == "fast",
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    print_blob=True,
-)
+@fuzz_settings(max(EXAMPLES // 30, 5))
 @given(program=programs(), arguments=argument_sets())
 def test_generated_program_fused_matches_eager(program: Program, arguments):
     """With thunder's torch.compile executor: its regions compiled by Inductor once for symbolic sizes

@@ -7,10 +7,12 @@ GPT-2), encoder (BERT), encoder-decoder (T5, BART) and vision (ViT) models.
 """
 
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
+from thunder.executors.torch_compile import torch_compile_ex
 
 import thunder
 
@@ -48,10 +50,6 @@ def test_fused_forward_across_lengths(name):
     """With thunder's torch.compile executor: every region Inductor compiles (none left unfused: with its positions
     and mask read from sizes of computed tensors, a Llama's fused region failed Inductor's C++ build), one program,
     logits equal eager's."""
-    import warnings
-
-    from thunder.executors.torch_compile import torch_compile_ex
-
     eager = model(name).eval()
     jitted = thunder.jit(eager, cache="symbolic values", executors=[torch_compile_ex, *thunder.get_default_executors()])
     with torch.no_grad(), warnings.catch_warnings():

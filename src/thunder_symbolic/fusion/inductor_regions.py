@@ -144,7 +144,8 @@ def _compile(fn: Callable, inputs: Sequence[Any], args: Sequence[Any]) -> tuple[
 
     env = ShapeEnv(specialize_zero_one=False, duck_shape=False)
     fake_mode = FakeTensorMode(shape_env=env)
-    symbols: dict[Any, Any] = {}  # a size (its canonical form, or its proxy's name) -> its SymInt
+    symbols: dict[str, Any] = {}  # a size proxy's name -> its SymInt
+    by_form: dict[Any, Any] = {}  # a size's canonical form over the program's inputs -> its SymInt
     reads: dict[sympy.Symbol, str] = {}  # a symbol -> how it is read from the arguments
     read_from_tensors: list[tuple[sympy.Symbol, Any]] = []  # sizes and strides read from tensors: graph inputs
     layout_checks: list[str] = []
@@ -165,12 +166,18 @@ def _compile(fn: Callable, inputs: Sequence[Any], args: Sequence[Any]) -> tuple[
     def size(proxy_dim, value: int, read: str, from_tensor: bool = True):
         if not isinstance(proxy_dim, IntegerProxy):
             return int(value)
-        key = _canonical(proxy_dim, forms)
-        if key not in symbols:
-            symbols[key] = new_symbol(int(value), read, proxy_dim.name, from_tensor)
-        elif key != proxy_dim.name:  # (another proxy of the same size: checked all the same, it costs nothing)
-            layout_checks.append(f"{read} == {reads[symbols[key].node.expr]}")
-        return symbols[key]
+        if proxy_dim.name in symbols:  # (one proxy is one value)
+            return symbols[proxy_dim.name]
+        form = _canonical(proxy_dim, forms)
+        if form in by_form:  # (another proxy of the same size: checked all the same, it costs nothing)
+            layout_checks.append(f"{read} == {reads[by_form[form].node.expr]}")
+            symint = by_form[form]
+        else:
+            symint = new_symbol(int(value), read, proxy_dim.name, from_tensor)
+            if form is not None:
+                by_form[form] = symint
+        symbols[proxy_dim.name] = symint
+        return symint
 
     fakes = []
     with fake_mode:
@@ -220,13 +227,12 @@ def _compile(fn: Callable, inputs: Sequence[Any], args: Sequence[Any]) -> tuple[
 
 
 def _canonical(proxy: IntegerProxy, forms) -> Any:
-    """What names a size: the canonical form of its expression over the program's inputs where the algebra knows
-    it (two proxies of one size, ``i60`` read from a tensor the positions made and ``kv_length`` read from the
-    input, are one symbol; as two, Inductor checked an index against the other and its C++ failed to build), else
-    the proxy's name."""
+    """The canonical form of a size's expression over the program's inputs, where the algebra knows it (else
+    None): two proxies of one size, ``i60`` read from a tensor the positions made and ``kv_length`` read from the
+    input, are one symbol; as two, Inductor checked an index against the other and its C++ failed to build."""
     expr = algebra.expr_of(proxy)
     form = algebra.simplify(expr, forms)[1] if expr is not None else None
-    return proxy.name if form is None or form.is_number else form
+    return None if form is None or form.is_number else form
 
 
 def _preparer(env, reads: dict[sympy.Symbol, str], read_from_tensors: list, layout_checks: list[str]) -> Callable:

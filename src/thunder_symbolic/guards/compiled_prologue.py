@@ -274,9 +274,10 @@ class _TensorChecks:
         if self.learned >= self.RELEARN:
             return
         self.learned += 1
-        first = {}  # a tensor's id -> the first position it is at
-        distinct = [first.setdefault(id(t), position) == position for position, t in enumerate(tensors)]
-        kept = [position for position, is_first in enumerate(distinct) if is_first]
+        first: dict[int, int] = {}  # a tensor's id -> the first position it is at
+        for position, tensor in enumerate(tensors):
+            first.setdefault(id(tensor), position)
+        kept = list(first.values())
         sizes = [self.sizes[position] for position in kept]
         guards = TensorGuards(
             *(tensors[position] for position in kept),
@@ -284,7 +285,7 @@ class _TensorChecks:
             dynamic_dims_strides=[[None] * len(s) for s in sizes],
         )
         if len(kept) < len(tensors):
-            repeats = tuple((p, first[id(t)]) for p, t in enumerate(tensors) if not distinct[p])
+            repeats = tuple((p, first[id(t)]) for p, t in enumerate(tensors) if first[id(t)] != p)
             guards = _OneTensorTwice(guards, tuple(kept), repeats)
         self.namespace["_tensors"] = guards
 

@@ -117,9 +117,8 @@ class _Inputs:
             if found is None:
                 return None
             arg, dim = found
-            name = f"a{list(tensors).index(arg.name) if arg.name in tensors else len(tensors)}"
             tensors.setdefault(arg.name, arg)
-            return f"{name}.shape[{dim}]"
+            return f"a{list(tensors).index(arg.name)}.shape[{dim}]"
         if isinstance(expr, algebra.Op):
             operands = [self._render(o, tensors) for o in expr.operands]
             return None if any(o is None for o in operands) else expr.operation.source.format(*operands)

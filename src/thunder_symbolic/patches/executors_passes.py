@@ -19,8 +19,9 @@ from thunder_symbolic.passes import conversions, size_reads
     "thunder.executors.passes:transform_for_execution",
     summary="conversions that return their input (x.to(its own dtype or device)) are removed first; with a fusing "
     "executor, sizes read from computed tensors are computed from the inputs' sizes, and size arithmetic that "
-    "reads nothing computed runs first; after every fusion pass, the DTensor local executor's sums over the ranks are scheduled: waited for just before their first "
-    "reader, and those started before any is read sent as one collective",
+    "reads nothing computed runs first; after every fusion pass, the DTensor local executor's sums over the ranks "
+    "are scheduled: waited for just before their first reader, and those started before any is read sent as one "
+    "collective",
     why=(
         "The executors' fusion passes run in turn, and a fusing executor's partition reorders the whole "
         "trace: on CPU the default torchcompile_xentropy executor, which fused nothing in the inference "

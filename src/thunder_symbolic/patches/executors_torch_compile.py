@@ -35,7 +35,7 @@ from thunder_symbolic.fusion.inductor_regions import InductorRegion
 def _implmap(original):
     left_out = {PrimIDs.SHAPE, PrimIDs.UPDATE_ALIASES} | {op for op in original if _is_dtensor_operation(op)}
     implmap = {
-        op: ImplInfo(checker=_makes_a_tensor if op in _FACTORIES else _involves_plain_tensors)
+        op: ImplInfo() if op in _FACTORIES else ImplInfo(checker=_involves_plain_tensors)
         for op in original
         if op not in left_out
     }
@@ -52,13 +52,9 @@ def _is_dtensor_operation(op) -> bool:
     return isinstance(op, DTensorPrimIDs) or str(op).startswith("dtensor_")
 
 
-# Operations making a tensor from numbers alone, deterministically: the positions and masks of a decoder
-# (``torch.arange(past, past + length)``) join the fusion that reads them instead of cutting it.
+# Operations making a tensor from numbers alone (no operand to check), deterministically: the positions and masks
+# of a decoder (``torch.arange(past, past + length)``) join the fusion that reads them instead of cutting it.
 _FACTORIES = frozenset({"torch.arange", "torch.full", "torch.ones", "torch.zeros"})
-
-
-def _makes_a_tensor(*args, **kwargs) -> bool:
-    return not any(isinstance(a, TensorProxy) and is_dtensor_proxy(a) for a in tree_flatten((args, kwargs))[0])
 
 
 def _involves_plain_tensors(*args, **kwargs) -> bool:
